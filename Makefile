@@ -1,0 +1,41 @@
+# One-command set-up: `make demo` runs the main job, `make test` runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint format bench-model bench-pbo bench-lfpl clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/botorch-pref demo
+
+test: $(STAMP)
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -n 2 -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench-model: $(STAMP)
+	$(BIN)/python benchmarks/model.py
+
+bench-pbo: $(STAMP)
+	$(BIN)/python benchmarks/pbo.py
+
+bench-lfpl: $(STAMP)
+	$(BIN)/python benchmarks/lfpl.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
