@@ -1,4 +1,16 @@
 """botorch-pref: preferential Bayesian optimisation for BoTorch."""
 
+from botorch_pref.likelihoods import PairwiseLogit, PairwiseProbit
+from botorch_pref.mlls import LaplaceEvidence
+from botorch_pref.models.pairwise import PairwiseLaplaceGP, PreferenceDataError
+
 __version__ = "0.1.0.dev0"
 
+__all__ = [
+    "LaplaceEvidence",
+    "PairwiseLaplaceGP",
+    "PairwiseLogit",
+    "PairwiseProbit",
+    "PreferenceDataError",
+    "__version__",
+]

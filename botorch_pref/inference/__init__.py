@@ -1,0 +1,1 @@
+"""Inference engines (pure tensor functions)."""

@@ -1,0 +1,665 @@
+r"""The Laplace pairwise-preference Gaussian process, a BoTorch model.
+
+:class:`PairwiseLaplaceGP` is Chu & Ghahramani's (2005) preference GP: a zero-mean GP prior on a
+latent utility :math:`g`, a pairwise likelihood for "design v beat design u", and the Laplace
+approximation of the posterior at its mode. The numerical work lives in
+:mod:`botorch_pref.inference.laplace` (pure tensor functions); this module holds the data, the
+kernel hyperparameters and the cached factors, and speaks BoTorch's ``Model`` interface so that
+every BoTorch acquisition function, ``fit_gpytorch_mll`` and ``fantasize`` work on it. It is a
+drop-in for :class:`botorch.models.PairwiseGP`: same constructor, same data conventions, same
+scale convention for the probit noise.
+
+Differences from ``PairwiseGP`` (all deliberate):
+
+* The mode is found by damped Newton in torch on the data's device and dtype (no SciPy, no host
+  round-trip), in the smaller of the comparison-space and design-space systems, with repeated
+  pairs merged and warm starts across hyperparameter and data updates.
+* The probit hazard :math:`\phi(z)/\Phi(z)` is exact (``PairwiseGP`` clamps ``z`` at +-3), so
+  strongly consistent answers are weighted correctly.
+* Factors are cached once per data set and hyperparameter values: a posterior call is kernel
+  evaluations and one batched triangular solve.
+* The prior mean is zero (``PairwiseGP``'s constant mean is frozen at zero too): utilities are
+  identified only up to a shift, see :meth:`PairwiseLaplaceGP.relative_posterior` in the
+  diagnostics.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from copy import deepcopy
+from typing import Any
+
+import torch
+from botorch.exceptions.errors import InputDataError
+from botorch.models.model import FantasizeMixin, Model
+from botorch.models.transforms.input import InputTransform
+from botorch.posteriors.gpytorch import GPyTorchPosterior
+from botorch.posteriors.posterior import Posterior
+from gpytorch.constraints import GreaterThan
+from gpytorch.distributions import MultivariateNormal
+from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
+from gpytorch.models import GP
+from gpytorch.priors import GammaPrior, LogNormalPrior
+from linear_operator.operators import DenseLinearOperator
+from torch import Tensor
+
+from botorch_pref.inference import laplace
+from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit
+
+__all__ = [
+    "PairwiseLaplaceGP",
+    "PreferenceDataError",
+    "default_covar_module",
+    "make_covar_module",
+]
+
+
+class PreferenceDataError(ValueError, InputDataError):
+    """Invalid preference data: raised with a message naming the problem."""
+
+
+def default_covar_module(
+    dim: int,
+    batch_shape: torch.Size = torch.Size(),
+    dtype: torch.dtype = torch.float64,
+) -> ScaleKernel:
+    r"""The default kernel: a scaled ARD RBF kernel with priors a user can leave alone.
+
+    * Lengthscales: :math:`\text{Gamma}(2.4, 2.7)` (mode 0.52 on unit-cube inputs), bounded below
+      by 1e-4 -- BoTorch ``PairwiseGP``'s prior, which keeps lengthscales at the scale of the
+      unit cube, the scale at which a utility that a person can express usually varies.
+    * Outputscale: :math:`\text{LogNormal}(\log 10, 1.5)`, bounded below by 1e-4, initial
+      value 1. In the probit convention the outputscale is the utility's variance in units of
+      the answer noise: the prior's median 10 says "a typical pair of designs is answered
+      correctly about 90% of the time", and its 95% range (0.5 to 190) runs from "answers are
+      nearly random" to "answers are nearly noiseless". ``PairwiseGP`` uses a smoothed box on
+      [0.01, 100] instead; when answers are consistent the evidence keeps rising with the
+      outputscale, the optimum sits on the box's steep edge and L-BFGS needs 3-5 times more
+      evaluations to find it (measured on the model benchmark), while the smooth prior gives
+      the same or better rank correlation.
+
+    The dimension-scaled lengthscale prior of newer BoTorch single-task models (LogNormal with
+    location :math:`\sqrt 2 + \log(d)/2`) is available as ``lengthscale_prior="dim_scaled"``;
+    ``benchmarks/model.py --priors`` compares the two in 2-D and in 20-D with 6 relevant inputs.
+
+    Args:
+        dim: Input dimension (one lengthscale each).
+        batch_shape: Batch shape of the hyperparameters.
+        dtype: Dtype of the hyperparameters.
+
+    Returns:
+        The kernel.
+    """
+    return make_covar_module(dim, batch_shape=batch_shape, dtype=dtype)
+
+
+def make_covar_module(
+    dim: int,
+    lengthscale_prior: str = "gamma",
+    batch_shape: torch.Size = torch.Size(),
+    dtype: torch.dtype = torch.float64,
+) -> ScaleKernel:
+    """A scaled ARD RBF kernel with the default outputscale prior and a choice of lengthscale prior.
+
+    Args:
+        dim: Input dimension.
+        lengthscale_prior: ``"gamma"`` (``PairwiseGP``'s Gamma(2.4, 2.7), the default) or
+            ``"dim_scaled"`` (LogNormal(sqrt 2 + log(d) / 2, sqrt 3), BoTorch's dimension-scaled
+            prior, whose median lengthscale grows like sqrt(d)).
+        batch_shape: Batch shape of the hyperparameters.
+        dtype: Dtype of the hyperparameters.
+
+    Returns:
+        The kernel.
+    """
+    if lengthscale_prior == "gamma":
+        ls_prior = GammaPrior(concentration=2.4, rate=2.7)
+        ls_init = (2.4 - 1) / 2.7
+    elif lengthscale_prior == "dim_scaled":
+        ls_prior = LogNormalPrior(math.sqrt(2) + math.log(dim) / 2, math.sqrt(3))
+        ls_init = math.exp(math.sqrt(2) + math.log(dim) / 2 - 3)  # the prior's mode
+    else:
+        raise ValueError(
+            f"lengthscale_prior must be 'gamma' or 'dim_scaled', got {lengthscale_prior!r}."
+        )
+    return ScaleKernel(
+        RBFKernel(
+            batch_shape=batch_shape,
+            ard_num_dims=dim,
+            lengthscale_prior=ls_prior,
+            lengthscale_constraint=GreaterThan(1e-4, transform=None, initial_value=ls_init),
+            dtype=dtype,
+        ),
+        batch_shape=batch_shape,
+        outputscale_prior=LogNormalPrior(math.log(10.0), 1.5),
+        outputscale_constraint=GreaterThan(1e-4, initial_value=1.0),
+        dtype=dtype,
+    )
+
+
+def _validate(datapoints: Tensor, comparisons: Tensor) -> tuple[Tensor, Tensor]:
+    """Check shapes, dtypes and values of the data; return them (comparisons as long)."""
+    if not torch.is_tensor(datapoints) or not torch.is_tensor(comparisons):
+        raise PreferenceDataError("datapoints and comparisons must be torch tensors.")
+    if datapoints.dtype not in (torch.float32, torch.float64):
+        raise PreferenceDataError(f"datapoints must be float32 or float64, got {datapoints.dtype}.")
+    if datapoints.dim() < 2:
+        raise PreferenceDataError(
+            f"datapoints must have shape (batch x) n x d, got {tuple(datapoints.shape)}."
+        )
+    n = datapoints.shape[-2]
+    if n < 2 or datapoints.shape[-1] < 1:
+        raise PreferenceDataError(
+            f"datapoints must hold at least 2 designs of dimension >= 1, got shape "
+            f"{tuple(datapoints.shape)}."
+        )
+    if not bool(torch.isfinite(datapoints).all()):
+        raise PreferenceDataError("datapoints contain NaN or infinite values.")
+    if comparisons.dim() < 2 or comparisons.shape[-1] != 2:
+        raise PreferenceDataError(
+            "comparisons must have shape (batch x) m x 2 of (winner, loser) rows, got "
+            f"{tuple(comparisons.shape)}."
+        )
+    if comparisons.shape[-2] == 0:
+        raise PreferenceDataError("comparisons is empty: a model needs at least one answer.")
+    if comparisons.is_floating_point():
+        if not bool(torch.isfinite(comparisons).all()) or not bool(
+            (comparisons == comparisons.round()).all()
+        ):
+            raise PreferenceDataError("comparisons must hold integer design indices.")
+    elif comparisons.dtype == torch.bool or comparisons.is_complex():
+        raise PreferenceDataError(f"comparisons must be integers, got {comparisons.dtype}.")
+    comparisons = comparisons.long()
+    low, high = int(comparisons.min()), int(comparisons.max())
+    if low < 0 or high >= n:
+        raise PreferenceDataError(
+            f"comparison indices must lie in [0, {n - 1}] (n = {n} datapoints); found "
+            f"{low if low < 0 else high}."
+        )
+    if bool((comparisons[..., 0] == comparisons[..., 1]).any()):
+        rows = (comparisons[..., 0] == comparisons[..., 1]).nonzero()[:3].tolist()
+        raise PreferenceDataError(
+            f"a comparison compares a design with itself (winner == loser) at {rows}."
+        )
+    try:
+        torch.broadcast_shapes(datapoints.shape[:-2], comparisons.shape[:-2])
+    except RuntimeError as err:
+        raise PreferenceDataError(
+            f"batch shapes of datapoints {tuple(datapoints.shape[:-2])} and comparisons "
+            f"{tuple(comparisons.shape[:-2])} do not broadcast."
+        ) from err
+    return datapoints, comparisons
+
+
+class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
+    r"""Preference GP with a pairwise likelihood and the Laplace approximation.
+
+    Prior :math:`g \sim GP(0, k)`; an answer ``(v, u)`` ("v beat u") has probability
+    :math:`\sigma((g(x_v) - g(x_u)) / s)` (:mod:`botorch_pref.likelihoods`). The posterior of
+    :math:`g` is approximated by a Gaussian at the mode :math:`\hat f` with precision
+    :math:`K^{-1} + W`; its predictive mean at :math:`x` is :math:`k(x, X) A^\top \hat G` and its
+    covariance :math:`k(x, x') - k(x, X) (K + W^{-})^{-1} k(X, x')` (computed without inverses,
+    see :mod:`botorch_pref.inference.laplace`).
+
+    Example:
+        >>> X = torch.rand(10, 2, dtype=torch.float64)
+        >>> comparisons = torch.tensor([[0, 1], [2, 1], [3, 4]])
+        >>> model = PairwiseLaplaceGP(X, comparisons)
+        >>> fit_gpytorch_mll(LaplaceEvidence(model.likelihood, model))
+        >>> model.posterior(torch.rand(5, 2, dtype=torch.float64)).mean
+
+    Args:
+        datapoints: ``batch_shape x n x d`` designs, or ``None`` for a prior-only model.
+        comparisons: ``batch_shape x m x 2`` integer rows ``(winner, loser)`` indexing
+            ``datapoints``, or ``None`` for a prior-only model.
+        likelihood: A :class:`~botorch_pref.likelihoods.PairwiseLikelihood`; default
+            :class:`~botorch_pref.likelihoods.PairwiseProbit` (``P = Phi(delta / sqrt 2)``).
+        covar_module: A kernel; default :func:`default_covar_module`.
+        input_transform: An optional BoTorch input transform, applied to datapoints and to test
+            points.
+        form: ``"comparison"`` or ``"design"`` to force a Newton form; ``None`` chooses the
+            smaller system.
+        tol: Newton stopping tolerance (dtype-aware default).
+        max_iter: Maximum Newton iterations.
+    """
+
+    _num_outputs = 1
+
+    def __init__(
+        self,
+        datapoints: Tensor | None,
+        comparisons: Tensor | None,
+        likelihood: PairwiseLikelihood | None = None,
+        covar_module: Kernel | None = None,
+        input_transform: InputTransform | None = None,
+        *,
+        form: laplace.Form | None = None,
+        tol: float | None = None,
+        max_iter: int = 100,
+    ) -> None:
+        super().__init__()
+        if (datapoints is None) != (comparisons is None):
+            raise PreferenceDataError(
+                "Pass both datapoints and comparisons, or neither for a prior-only model."
+            )
+        if likelihood is None:
+            likelihood = PairwiseProbit()
+        if not isinstance(likelihood, PairwiseLikelihood):
+            raise TypeError(
+                f"likelihood must be a botorch_pref PairwiseLikelihood, got {type(likelihood)}."
+            )
+        if form not in (None, "comparison", "design"):
+            raise ValueError(f"form must be None, 'comparison' or 'design', got {form!r}.")
+        self.likelihood = likelihood
+        self._form = form
+        self._tol = tol
+        self._max_iter = int(max_iter)
+        self._datapoints: Tensor | None = None
+        self._comparisons: Tensor | None = None
+        self._reset_state()
+        self._warm: tuple[Tensor, Tensor] | None = None  # (pair keys, beta) for warm starts
+        if datapoints is not None:
+            datapoints, comparisons = _validate(datapoints, comparisons)
+            self._set_data(datapoints, comparisons)
+        dtype = datapoints.dtype if datapoints is not None else torch.float64
+        if covar_module is None:
+            if datapoints is None:
+                raise PreferenceDataError(
+                    "A prior-only model needs a covar_module (the input dimension is unknown)."
+                )
+            dim = datapoints.shape[-1]
+            if input_transform is not None:
+                with torch.no_grad():
+                    dim = input_transform.to(datapoints)(datapoints[..., :2, :]).shape[-1]
+            covar_module = default_covar_module(dim, dtype=dtype)
+        self.covar_module = covar_module
+        if input_transform is not None:
+            self.input_transform = input_transform
+        if datapoints is not None:
+            self.to(dtype=datapoints.dtype, device=datapoints.device)
+            self._update_mode()
+
+    # ------------------------------------------------------------------ data
+    def _reset_state(self) -> None:
+        self._structure: laplace.PairStructure | None = None
+        self._mode: laplace.ModeResult | None = None
+        self._factors: laplace.LaplaceFactors | None = None
+        self._snapshot: Tensor | None = None
+        self._train_X: Tensor | None = None  # transformed datapoints
+        self._K: Tensor | None = None  # flat-batch prior covariance at the mode's hyperparameters
+
+    def _set_data(self, datapoints: Tensor, comparisons: Tensor) -> None:
+        batch = torch.broadcast_shapes(datapoints.shape[:-2], comparisons.shape[:-2])
+        datapoints = datapoints.expand(*batch, *datapoints.shape[-2:])
+        comparisons = comparisons.to(datapoints.device).expand(*batch, *comparisons.shape[-2:])
+        old_structure = self._structure
+        old_mode = self._mode
+        self._datapoints, self._comparisons = datapoints, comparisons
+        self.train_inputs = (datapoints,)
+        self.train_targets = comparisons
+        self._reset_state()
+        n = datapoints.shape[-2]
+        self._structure = laplace.merge_pairs(
+            comparisons.reshape(-1, *comparisons.shape[-2:]), n, dtype=datapoints.dtype
+        )
+        if old_structure is not None and old_mode is not None:
+            self._warm = (_pair_keys(old_structure, n), old_mode.beta)
+        else:
+            self._warm = None
+
+    def set_train_data(
+        self,
+        datapoints: Tensor | None = None,
+        comparisons: Tensor | None = None,
+        strict: bool = False,
+        update_model: bool = True,
+    ) -> None:
+        """Replace the data; the mode is warm-started from the previous one.
+
+        Warm starts reuse the previous pair coefficients for pairs with the same indices, which
+        is exact when designs are appended (as :meth:`condition_on_observations` does) and
+        harmless otherwise (a start worse than zero is discarded).
+
+        Args:
+            datapoints: ``batch_shape x n x d`` designs (``None`` keeps the current ones).
+            comparisons: ``batch_shape x m x 2`` comparisons (``None`` keeps the current ones).
+            strict: Accepted for compatibility with GPyTorch; shapes may change either way.
+            update_model: Find the new mode now (otherwise on first use).
+        """
+        if datapoints is None and comparisons is None:
+            return
+        datapoints = self._datapoints if datapoints is None else datapoints
+        comparisons = self._comparisons if comparisons is None else comparisons
+        if datapoints is None or comparisons is None:
+            raise PreferenceDataError("set_train_data needs both datapoints and comparisons.")
+        datapoints, comparisons = _validate(datapoints, comparisons)
+        self._set_data(datapoints, comparisons)
+        if update_model:
+            self._update_mode()
+
+    def _set_transformed_inputs(self) -> None:
+        """Inputs are transformed on the fly; the stored datapoints stay untransformed."""
+
+    def _revert_to_original_inputs(self) -> None:
+        """Inputs are transformed on the fly; nothing to revert."""
+
+    def _has_data(self) -> bool:
+        return self._datapoints is not None
+
+    @property
+    def datapoints(self) -> Tensor | None:
+        """The ``batch_shape x n x d`` designs (untransformed)."""
+        return self._datapoints
+
+    @property
+    def comparisons(self) -> Tensor | None:
+        """The ``batch_shape x m x 2`` comparisons (winner, loser) as a long tensor."""
+        return self._comparisons
+
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        """The batch shape of the data (and so of the model)."""
+        if self._datapoints is None:
+            return torch.Size()
+        return self._datapoints.shape[:-2]
+
+    @property
+    def n(self) -> int:
+        """Number of designs."""
+        return 0 if self._datapoints is None else self._datapoints.shape[-2]
+
+    @property
+    def utility(self) -> Tensor:
+        """The posterior mode :math:`\\hat f` at the datapoints, ``batch_shape x n``."""
+        self._ensure_current()
+        return self._mode.f.reshape(*self.batch_shape, self.n)
+
+    @property
+    def newton_iterations(self) -> int:
+        """Newton iterations of the last mode search."""
+        self._ensure_current()
+        return self._mode.iterations
+
+    @property
+    def newton_form(self) -> str:
+        """The Newton form in use, ``"comparison"`` or ``"design"``."""
+        self._ensure_current()
+        return self._mode.form
+
+    # ------------------------------------------------------------- numerics
+    def _hyper_snapshot(self) -> Tensor:
+        params = [p.detach().reshape(-1) for p in self.parameters()]
+        if not params:
+            return torch.zeros(0)
+        return torch.cat(params).clone()
+
+    def _flat_K(self, X: Tensor) -> Tensor:
+        """Prior covariance of transformed training inputs, flat batch ``B x n x n``."""
+        K = self.covar_module(X).to_dense()
+        K = K.expand(*self.batch_shape, *K.shape[-2:])
+        return K.reshape(-1, *K.shape[-2:])
+
+    def _transformed_train_inputs(self) -> Tensor:
+        return self.transform_inputs(self._datapoints)
+
+    def _update_mode(self) -> None:
+        """Find the mode for the current data and hyperparameter values (no autograd)."""
+        with torch.no_grad():
+            X = self._transformed_train_inputs()
+            K = self._flat_K(X)
+        self._set_mode(K, X)
+
+    def _set_mode(self, K: Tensor, X: Tensor) -> None:
+        beta0 = self._warm_beta()
+        mode = laplace.find_mode(
+            self.likelihood,
+            self._structure,
+            K,
+            beta0,
+            form=self._form,
+            tol=self._tol,
+            max_iter=self._max_iter,
+        )
+        if not bool(mode.converged.all()):
+            warnings.warn(
+                f"Newton did not converge in {self._max_iter} iterations; the mode may be "
+                "inaccurate (consider float64 or different hyperparameters).",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        self._mode = mode
+        self._K = K
+        self._factors = None  # factored lazily, on the first posterior call
+        self._train_X = X.detach().expand(*self.batch_shape, *X.shape[-2:])
+        self._snapshot = self._hyper_snapshot()
+        self._warm = None
+
+    def _warm_beta(self) -> Tensor | None:
+        structure = self._structure
+        if self._mode is not None:  # same data, new hyperparameters
+            return self._mode.beta
+        if self._warm is None:
+            return None
+        old_keys, old_beta = self._warm
+        new_keys = _pair_keys(structure, self.n)
+        B = new_keys.shape[0]
+        if old_keys.shape[0] == 1 and B > 1:
+            old_keys, old_beta = old_keys.expand(B, -1), old_beta.expand(B, -1)
+        if old_keys.shape[0] != B:
+            return None
+        order = new_keys.argsort(-1)
+        sorted_keys = new_keys.gather(-1, order)
+        pos = torch.searchsorted(sorted_keys, old_keys).clamp_max(sorted_keys.shape[-1] - 1)
+        hit = sorted_keys.gather(-1, pos) == old_keys
+        target = order.gather(-1, pos)
+        beta0 = torch.zeros(B, structure.p, dtype=old_beta.dtype, device=old_beta.device)
+        return beta0.scatter_add(-1, target, torch.where(hit, old_beta, 0.0))
+
+    def _ensure_current(self) -> None:
+        if not self._has_data():
+            raise RuntimeError("The model has no data.")
+        if self._mode is None or not _same(self._snapshot, self._hyper_snapshot()):
+            self._update_mode()
+
+    def laplace_evidence(self) -> Tensor:
+        r"""Laplace evidence :math:`\log Z` per batch member, differentiable in hyperparameters.
+
+        Finds the mode without autograd (warm-started), then takes one Newton step with autograd
+        from it (see :func:`botorch_pref.inference.laplace.evidence_with_gradients`).
+
+        Returns:
+            A ``batch_shape`` tensor.
+        """
+        if not self._has_data():
+            raise RuntimeError("The evidence of a prior-only model is undefined.")
+        X = self._transformed_train_inputs()
+        K = self._flat_K(X)
+        self._set_mode(K.detach(), X)
+        log_z, _ = laplace.evidence_with_gradients(self.likelihood, self._structure, K, self._mode)
+        return log_z.reshape(self.batch_shape)
+
+    # -------------------------------------------------------------- predict
+    def _predict(self, X: Tensor, full_cov: bool = True) -> tuple[Tensor, Tensor]:
+        """Posterior (or prior) mean and covariance at ``X`` (``... x q x d``, transformed)."""
+        q = X.shape[-2]
+        if not self._has_data():
+            K = self.covar_module(X).to_dense()
+            mean = torch.zeros(K.shape[:-1], dtype=X.dtype, device=X.device)
+            return mean, K
+        self._ensure_current()
+        model_batch = self.batch_shape
+        out_batch = torch.broadcast_shapes(X.shape[:-2], model_batch)
+        nm = len(model_batch)
+        model_part = out_batch[len(out_batch) - nm :]
+        lead = out_batch[: len(out_batch) - nm]
+        T = math.prod(lead)
+        Bp = math.prod(model_part)
+        if self._factors is None:
+            self._factors = laplace.laplace_factors(
+                self.likelihood, self._structure, self._K, self._mode
+            )
+        factors = self._factors
+        train_X = self._train_X
+        if tuple(model_part) != tuple(model_batch):  # broadcast size-1 model dims
+            idx = torch.arange(math.prod(model_batch), device=X.device)
+            idx = idx.reshape(model_batch).expand(model_part).reshape(-1)
+            factors = _index_factors(factors, idx)
+            train_X = train_X.expand(*model_part, *train_X.shape[-2:])
+        d = X.shape[-1]
+        Xe = X.expand(*out_batch, q, d).reshape(T, *model_part, q, d)
+        # training-test covariance: test points of all lead members side by side
+        Xt = Xe.movedim(0, -3).reshape(*model_part, T * q, d)
+        K_cross = self.covar_module(train_X, Xt).to_dense()
+        K_cross = K_cross.expand(*model_part, *K_cross.shape[-2:]).reshape(Bp, -1, T * q)
+        K_test = self.covar_module(Xe).to_dense() if full_cov else None
+        if K_test is not None:
+            K_test = K_test.expand(T, *model_part, q, q).reshape(T, Bp, q, q)
+        mean, V = laplace.predictive_terms(factors, K_cross)
+        mean = mean.reshape(Bp, T, q).transpose(0, 1).reshape(*out_batch, q)
+        V = V.reshape(Bp, -1, T, q).permute(2, 0, 1, 3)  # T x B x r x q
+        if K_test is None:
+            var = self.covar_module(Xe, diag=True).reshape(T, Bp, q) - (V * V).sum(-2)
+            return mean, var.reshape(*out_batch, q)
+        cov = K_test - V.transpose(-1, -2) @ V
+        return mean, cov.reshape(*out_batch, q, q)
+
+    def forward(self, X: Tensor) -> MultivariateNormal:
+        """The Laplace posterior (prior without data) at transformed inputs ``X``."""
+        mean, cov = self._predict(X)
+        # A lazy covariance: nothing is factored until a sample or a log-density needs it.
+        return MultivariateNormal(mean, DenseLinearOperator(cov))
+
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | Tensor = False,
+        posterior_transform: Any | None = None,
+        **kwargs: Any,
+    ) -> Posterior:
+        r"""Joint Laplace posterior of the utility at ``X``.
+
+        Args:
+            X: ``(batch_shape) x q x d`` designs (untransformed).
+            output_indices: Must be ``None`` or ``[0]`` (one output).
+            observation_noise: Ignored: the answer noise acts on comparisons, not on utilities
+                (use :meth:`preference_probability` for answer probabilities).
+            posterior_transform: An optional BoTorch posterior transform.
+
+        Returns:
+            A :class:`~botorch.posteriors.gpytorch.GPyTorchPosterior` with the full joint
+            ``q x q`` covariance, differentiable in ``X``.
+        """
+        if output_indices is not None and list(output_indices) != [0]:
+            raise ValueError("PairwiseLaplaceGP has a single output; output_indices must be [0].")
+        if X.dim() < 2:
+            raise ValueError(f"X must have shape (batch x) q x d, got {tuple(X.shape)}.")
+        if self._has_data() and X.shape[-1] != self._datapoints.shape[-1]:
+            raise ValueError(
+                f"X has {X.shape[-1]} input dimensions, the model has {self._datapoints.shape[-1]}."
+            )
+        self.eval()
+        Xt = self.transform_inputs(X)
+        posterior = GPyTorchPosterior(self(Xt))
+        if posterior_transform is not None:
+            return posterior_transform(posterior)
+        return posterior
+
+    def preference_probability(self, X1: Tensor, X2: Tensor) -> Tensor:
+        r"""Posterior probability that ``X1`` beats ``X2``, from their joint posterior.
+
+        .. math::
+
+            P(x_1 \succ x_2) = E[\sigma((g(x_1) - g(x_2)) / s)], \quad
+            g(x_1) - g(x_2) \sim N(\mu_1 - \mu_2, v_1 + v_2 - 2 c_{12}),
+
+        which for the probit likelihood is :math:`\Phi((\mu_1 - \mu_2)/\sqrt{s^2 + v_1 + v_2 -
+        2 c_{12}})`.
+
+        Args:
+            X1: ``... x d`` designs.
+            X2: ``... x d`` designs, broadcastable with ``X1``.
+
+        Returns:
+            A ``...`` tensor of probabilities.
+        """
+        X1, X2 = torch.broadcast_tensors(X1, X2)
+        post = self.posterior(torch.stack([X1, X2], dim=-2))
+        mean = post.mean.squeeze(-1)
+        cov = post.distribution.covariance_matrix
+        var = cov[..., 0, 0] + cov[..., 1, 1] - 2 * cov[..., 0, 1]
+        return self.likelihood.predictive_probability(mean[..., 0] - mean[..., 1], var)
+
+    # ------------------------------------------------------------ fantasize
+    def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Model:
+        r"""A new model with designs ``X`` appended and comparisons ``Y`` among them.
+
+        As in ``PairwiseGP``, ``Y`` holds integer comparisons (``batch x m' x 2``) that index the
+        rows of ``X``; they are shifted past the existing datapoints. The new model is
+        warm-started from this one's mode.
+
+        Args:
+            X: ``batch_shape x n' x d`` new designs (untransformed).
+            Y: ``batch_shape x m' x 2`` comparisons among the rows of ``X``.
+
+        Returns:
+            The conditioned (deep-copied) model.
+        """
+        if Y.is_floating_point() and not bool((Y == Y.round()).all()):
+            raise PreferenceDataError("Y must hold integer comparisons (winner, loser).")
+        if Y.dim() < 2 or Y.shape[-1] != 2:
+            raise PreferenceDataError(f"Y must have shape batch x m x 2, got {tuple(Y.shape)}.")
+        new_model = deepcopy(self)
+        if not self._has_data():
+            new_model.set_train_data(X, Y, update_model=True)
+            return new_model
+        batch = torch.broadcast_shapes(Y.shape[:-2], X.shape[:-2], self.batch_shape)
+        old_X = self._datapoints.expand(*batch, *self._datapoints.shape[-2:])
+        old_C = self._comparisons.expand(*batch, *self._comparisons.shape[-2:])
+        new_X = torch.cat([old_X, X.to(old_X).expand(*batch, *X.shape[-2:])], dim=-2)
+        new_C = torch.cat(
+            [old_C, Y.long().to(old_C.device).expand(*batch, *Y.shape[-2:]) + self.n], dim=-2
+        )
+        # warm start: old pairs keep their indices, broadcast over the new batch
+        old_keys = _pair_keys(self._structure, new_X.shape[-2])
+        B_old = old_keys.shape[0]
+        B_new = math.prod(batch)
+        beta = self._mode.beta
+        if B_old not in (1, B_new):
+            shape_old = (*self.batch_shape, old_keys.shape[-1])
+            old_keys = old_keys.reshape(shape_old).expand(*batch, -1).reshape(B_new, -1)
+            beta = beta.reshape(shape_old).expand(*batch, -1).reshape(B_new, -1)
+        new_model._mode = None
+        new_model._structure = None
+        new_model.set_train_data(new_X, new_C, update_model=False)
+        new_model._warm = (old_keys, beta)
+        new_model._update_mode()
+        return new_model
+
+    def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False):
+        """Load hyperparameters; the mode is recomputed on next use."""
+        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self._snapshot = None
+        return result
+
+
+def _same(a: Tensor | None, b: Tensor) -> bool:
+    return a is not None and a.shape == b.shape and a.device == b.device and torch.equal(a, b)
+
+
+def _pair_keys(structure: laplace.PairStructure, n: int) -> Tensor:
+    """Integer key ``i * n + j`` of each pair; padding pairs get ``n * n`` (never a real key)."""
+    pairs = structure.pairs
+    keys = pairs[..., 0] * n + pairs[..., 1]
+    return torch.where(keys == 0, n * n, keys)
+
+
+def _index_factors(f: laplace.LaplaceFactors, idx: Tensor) -> laplace.LaplaceFactors:
+    return laplace.LaplaceFactors(
+        f.pairs[idx], f.G[idx], f.sqrt_w[idx], None if f.R is None else f.R[idx], f.chol_B[idx]
+    )
