@@ -1,0 +1,144 @@
+r"""The Plackett-Luce likelihood of rankings, vectorised over rankings of different lengths.
+
+A ranking :math:`z_{(1)} \succ \dots \succ z_{(M)}` of :math:`M` alternatives with log-skills
+(scores) :math:`s_1, \dots, s_M`, listed in preference order, has Plackett-Luce probability
+
+.. math::
+
+    P(z_{(1)} \succ \dots \succ z_{(M)})
+        = \prod_{k=1}^{M-1} \frac{\exp(s_k)}{\sum_{l=k}^{M} \exp(s_l)},
+
+so its negative log-likelihood is :math:`\sum_{k<M} \big(\mathrm{LSE}_{l \ge k}(s_l) - s_k\big)`.
+The inner log-sum-exps of all stages are one *reverse* ``logcumsumexp``: flip the scores, take the
+cumulative log-sum-exp, flip back. A batch of rankings of different lengths is stored padded to a
+common width ``M`` with a length per ranking; padded entries never enter a result or a gradient.
+
+A *top-k* (partial) ranking only says which alternatives came first, second, ..., k-th among all
+``M``: only its first ``k`` stages count.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["gumbel_rankings", "plackett_luce_nll"]
+
+
+def plackett_luce_nll(
+    scores: Tensor,
+    lengths: Tensor | None = None,
+    weights: Tensor | None = None,
+    top_k: int | Tensor | None = None,
+    reduction: str = "sum",
+    validate: bool = True,
+) -> Tensor:
+    r"""Negative log-likelihood of a batch of (padded) rankings under Plackett-Luce.
+
+    For ranking ``b`` with length :math:`n_b`, weight :math:`w_b` and :math:`k_b` counted stages,
+
+    .. math::
+
+        \ell_b = \sum_{k=1}^{\min(k_b, n_b - 1)}
+            \Big(\log \sum_{l=k}^{n_b} e^{s_{b,l}} - s_{b,k}\Big),
+        \qquad \mathrm{NLL} = \sum_b w_b \ell_b .
+
+    Computed with a reverse ``logcumsumexp``, so scores of any magnitude are handled without
+    overflow; padded entries (positions ``>= lengths[b]``, whatever their value, NaN included)
+    get a zero gradient.
+
+    Args:
+        scores: ``(*batch, M)`` scores (log-skills) of the alternatives of each ranking, listed
+            in preference order (most preferred first).
+        lengths: ``(*batch)`` integer lengths; entries at positions ``>= lengths`` are padding.
+            ``None`` means every ranking has length ``M``.
+        weights: Optional ``(*batch)`` non-negative weights of the rankings.
+        top_k: Optional number of counted stages (an int, or ``(*batch)`` integers): a top-k
+            ranking only orders its first ``k`` alternatives ahead of all the others.
+            ``None`` counts every stage (a full ranking).
+        reduction: ``"sum"`` (weighted sum over rankings), ``"mean"`` (the weighted sum divided
+            by the sum of the weights, or by the number of rankings without weights) or
+            ``"none"`` (the weighted ``(*batch)`` per-ranking values).
+        validate: Check that lengths lie in ``[0, M]`` and weights are non-negative (this
+            synchronises with the device; training loops on validated data pass ``False``).
+
+    Returns:
+        The negative log-likelihood: a scalar, or ``(*batch)`` with ``reduction="none"``.
+    """
+    if scores.dim() < 1:
+        raise ValueError("scores must have at least one dimension (the ranking positions).")
+    if reduction not in ("sum", "mean", "none"):
+        raise ValueError(f"reduction must be 'sum', 'mean' or 'none', got {reduction!r}.")
+    width = scores.shape[-1]
+    positions = torch.arange(width, device=scores.device)
+    fill = torch.finfo(scores.dtype).min
+    if lengths is not None:
+        lengths = torch.as_tensor(lengths, device=scores.device)
+        if lengths.shape != scores.shape[:-1]:
+            raise ValueError(
+                f"lengths must have shape {tuple(scores.shape[:-1])} (the batch shape of "
+                f"scores), got {tuple(lengths.shape)}."
+            )
+        if validate and lengths.numel() > 0:
+            if bool((lengths < 0).any()) or bool((lengths > width).any()):
+                raise ValueError(f"lengths must lie in [0, {width}] (the width of scores).")
+        valid = positions < lengths.unsqueeze(-1)
+        # A very negative finite fill: exp(fill - s) == 0 exactly, and unlike -inf it keeps
+        # the backward pass of logcumsumexp free of NaN.
+        scores = torch.where(valid, scores, torch.full_like(scores, fill))
+        n_stages = lengths - 1
+    else:
+        n_stages = torch.full(scores.shape[:-1], width - 1, device=scores.device)
+    if top_k is not None:
+        top_k = torch.as_tensor(top_k, device=scores.device)
+        if validate and top_k.numel() > 0 and bool((top_k < 0).any()):
+            raise ValueError("top_k must be non-negative.")
+        n_stages = torch.minimum(n_stages, top_k)
+    if lengths is None and top_k is None and width == 2:
+        # Pairs (the implicit-feedback case): -log sigmoid(s_1 - s_2), the same value, faster.
+        nll = torch.nn.functional.softplus(scores[..., 1] - scores[..., 0])
+        return _reduce(nll, weights, reduction, validate)
+    tail_lse = torch.logcumsumexp(scores.flip(-1), dim=-1).flip(-1)
+    counted = positions < n_stages.unsqueeze(-1)
+    stage_nll = torch.where(counted, tail_lse - scores, torch.zeros_like(scores))
+    return _reduce(stage_nll.sum(dim=-1), weights, reduction, validate)
+
+
+def _reduce(nll: Tensor, weights: Tensor | None, reduction: str, validate: bool) -> Tensor:
+    """Weight the per-ranking values and reduce them."""
+    if weights is not None:
+        weights = torch.as_tensor(weights, dtype=nll.dtype, device=nll.device)
+        if weights.shape != nll.shape:
+            raise ValueError(
+                f"weights must have shape {tuple(nll.shape)}, got {tuple(weights.shape)}."
+            )
+        if validate and weights.numel() > 0 and bool((weights < 0).any()):
+            raise ValueError("weights must be non-negative.")
+        nll = nll * weights
+    if reduction == "none":
+        return nll
+    total = nll.sum()
+    if reduction == "sum":
+        return total
+    denominator = weights.sum() if weights is not None else nll.new_tensor(float(nll.numel()))
+    return total / denominator
+
+
+def gumbel_rankings(scores: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    r"""Sample Plackett-Luce rankings with the Gumbel trick.
+
+    With i.i.d. standard Gumbel noise :math:`g_l`, sorting :math:`s_l + g_l` in decreasing
+    order yields a ranking distributed as Plackett-Luce with log-skills :math:`s`. The noise is
+    drawn as :math:`g = -\log E` with :math:`E \sim \mathrm{Exp}(1)`.
+
+    Args:
+        scores: ``(*batch, M)`` log-skills.
+        generator: Optional random generator (on the device of ``scores``).
+
+    Returns:
+        ``(*batch, M)`` long tensor of positions into the last dimension of ``scores``, in
+        preference order (the sampled winner first).
+    """
+    exponential = torch.empty_like(scores).exponential_(generator=generator)
+    gumbel = -torch.log(exponential.clamp_min(torch.finfo(scores.dtype).tiny))
+    return torch.argsort(scores + gumbel, dim=-1, descending=True)
