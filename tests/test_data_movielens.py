@@ -1,0 +1,104 @@
+"""Tests of the MovieLens loaders on tiny made-up files in each format."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from botorch_pref.data import load_movielens
+
+# (user, item, rating, timestamp): made up, not MovieLens data.
+ROWS = [
+    (10, 300, 4.0, 881250949),
+    (7, 300, 2.0, 891717742),
+    (10, 12, 5.0, 878887116),
+    (3, 55, 1.0, 880606923),
+    (7, 12, 3.5, 886397596),
+]
+
+
+def write(path: Path, kind: str) -> Path:
+    if kind == "u.data":
+        lines = [f"{u}\t{i}\t{int(r)}\t{t}" for u, i, r, t in ROWS]
+    elif kind == "ratings.dat":
+        lines = [f"{u}::{i}::{int(r)}::{t}" for u, i, r, t in ROWS]
+    elif kind == "ratings.csv":
+        lines = ["userId,movieId,rating,timestamp"] + [f"{u},{i},{r},{t}" for u, i, r, t in ROWS]
+    else:
+        lines = ["user_id:token\titem_id:token\trating:float\ttimestamp:float"]
+        lines += [f"{u}\t{i}\t{int(r)}\t{t}" for u, i, r, t in ROWS]
+    target = path / kind
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+@pytest.mark.parametrize("kind", ["u.data", "ratings.dat", "ratings.csv", "tiny.inter"])
+def test_each_format(tmp_path, kind):
+    data = load_movielens(write(tmp_path, kind))
+    assert len(data) == 5
+    assert data.user_ids == [3, 7, 10] and data.item_ids == [12, 55, 300]
+    assert data.users.tolist() == [2, 1, 2, 0, 1]
+    assert data.items.tolist() == [2, 2, 0, 1, 0]
+    want = [r for *_, r, _ in ROWS]
+    if kind in ("u.data", "ratings.dat", "tiny.inter"):
+        want = [float(int(r)) for r in want]
+    assert data.ratings.tolist() == want
+    assert data.timestamps.tolist() == [t for *_, t in ROWS]
+    assert data.pairs.dtype == torch.long and data.pairs.shape == (5, 2)
+    assert data.user_index[10] == 2 and data.item_index[55] == 1
+    assert (data.n_users, data.n_items) == (3, 3)
+
+
+def test_directory_and_min_rating(tmp_path):
+    write(tmp_path, "ratings.dat")
+    data = load_movielens(tmp_path, min_rating=3)
+    assert len(data) == 3 and data.ratings.min().item() >= 3
+    assert data.user_ids == [7, 10]
+
+
+def test_inter_with_string_tokens_and_extra_columns(tmp_path):
+    path = tmp_path / "x.inter"
+    path.write_text(
+        "item_id:token\tuser_id:token\tlabel:float\nm1\tu_b\t1\nm2\tu_a\t1\nm1\tu_a\t1\n"
+    )
+    data = load_movielens(path)
+    assert data.user_ids == ["u_a", "u_b"] and data.item_ids == ["m1", "m2"]
+    assert data.pairs.tolist() == [[1, 0], [0, 1], [0, 0]]
+    assert data.timestamps is None and torch.isnan(data.ratings).all()
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        load_movielens(tmp_path / "nope.dat")
+    with pytest.raises(FileNotFoundError, match="holds none of"):
+        load_movielens(tmp_path)
+    bad = tmp_path / "ratings.csv"
+    bad.write_text("user,movie\n1,2\n")
+    with pytest.raises(ValueError, match="needs userId and movieId"):
+        load_movielens(bad)
+    ragged = tmp_path / "u.data"
+    ragged.write_text("1\t2\t3\t4\n5\t6\n")
+    with pytest.raises(ValueError, match="malformed"):
+        load_movielens(ragged)
+    empty = tmp_path / "empty.inter"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="empty"):
+        load_movielens(empty)
+    odd = tmp_path / "notes.txt"
+    odd.write_text("hello world\n")
+    with pytest.raises(ValueError, match="unknown ratings format"):
+        load_movielens(odd)
+    write(tmp_path, "ratings.dat")
+    with pytest.raises(ValueError, match="no interaction is rated at least 9"):
+        load_movielens(tmp_path / "ratings.dat", min_rating=9)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("recbole") is None, reason="recbole not installed")
+def test_real_ml100k_from_the_recbole_wheel():
+    spec = importlib.util.find_spec("recbole")
+    path = Path(spec.origin).parent / "dataset_example" / "ml-100k" / "ml-100k.inter"
+    data = load_movielens(path)
+    assert (len(data), data.n_users, data.n_items) == (100000, 943, 1682)
