@@ -454,7 +454,9 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             return None
         order = new_keys.argsort(-1)
         sorted_keys = new_keys.gather(-1, order)
-        pos = torch.searchsorted(sorted_keys, old_keys).clamp_max(sorted_keys.shape[-1] - 1)
+        pos = torch.searchsorted(sorted_keys, old_keys.contiguous()).clamp_max(
+            sorted_keys.shape[-1] - 1
+        )
         hit = sorted_keys.gather(-1, pos) == old_keys
         target = order.gather(-1, pos)
         beta0 = torch.zeros(B, structure.p, dtype=old_beta.dtype, device=old_beta.device)
