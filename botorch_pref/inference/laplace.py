@@ -275,6 +275,7 @@ def find_mode(
     K: Tensor,
     beta0: Tensor | None = None,
     *,
+    d0: Tensor | None = None,
     form: Form | None = None,
     tol: float | None = None,
     max_iter: int = 100,
@@ -297,8 +298,12 @@ def find_mode(
         likelihood: The pairwise likelihood.
         structure: Merged comparisons (:func:`merge_pairs`).
         K: ``B x n x n`` prior covariance at the designs.
-        beta0: Optional ``B x p`` warm start, :math:`f_0 = K A^\top \beta_0`; the start with the
-            higher objective of ``beta0`` and zero is used.
+        beta0: Optional ``B x p`` warm start, :math:`f_0 = K A^\top \beta_0`.
+        d0: Optional ``B x p`` guess of the pair differences at the mode (e.g. the previous mode's
+            when only the hyperparameters changed): one Newton step from it is a candidate start.
+            The Newton step needs only the differences, so this start is available even when
+            :math:`f_0` has no :math:`K A^\top\beta` form. Of zero and the given starts, the one
+            with the highest objective is used.
         form: ``"comparison"`` or ``"design"``; chosen by size when ``None``.
         tol: Stopping tolerance on ``max |f_new - f| / max(1, max |f|)``; dtype-aware default.
         max_iter: Maximum Newton iterations.
@@ -335,24 +340,29 @@ def find_mode(
             log_lik = likelihood.log_prob(structure.comp_sign * d.gather(-1, structure.comp_pair))
             return _State(coef, d, log_lik.sum(-1), quad)
 
-        zero = state(K.new_zeros(B, p if comparison else n))
-        current = zero
+        def newton_target(d: Tensor) -> Tensor:
+            _, G, w = aggregate_pairs(likelihood, d, structure)
+            c = w * d + G
+            if comparison:
+                return _comparison_step(K_A, w, c)[0]
+            system = _design_system(K, AK, w, pairs)
+            b = _scatter_pairs(c, pairs, n)
+            return torch.linalg.solve(system, b.unsqueeze(-1)).squeeze(-1)
+
+        current = state(K.new_zeros(B, p if comparison else n))
+        starts = []
         if beta0 is not None:
-            start = state(beta0 if comparison else _scatter_pairs(beta0, pairs, n))
-            current = _select(start.psi > zero.psi, start, zero)
+            starts.append(state(beta0 if comparison else _scatter_pairs(beta0, pairs, n)))
+        if d0 is not None:
+            starts.append(state(newton_target(d0)))
+        for start in starts:
+            current = _select(start.psi > current.psi, start, current)
 
         converged = torch.zeros(B, dtype=torch.bool, device=K.device)
         f = to_f(current.coef)
         iterations = 0
         for iterations in range(1, max_iter + 1):  # noqa: B007
-            _, G, w = aggregate_pairs(likelihood, current.d, structure)
-            c = w * current.d + G
-            if comparison:
-                target, _ = _comparison_step(K_A, w, c)
-            else:
-                system = _design_system(K, AK, w, pairs)
-                b = _scatter_pairs(c, pairs, n)
-                target = torch.linalg.solve(system, b.unsqueeze(-1)).squeeze(-1)
+            target = newton_target(current.d)
             step = target - current.coef
             new = state(target)
             # Backtracking: halve the step for members whose objective decreased.

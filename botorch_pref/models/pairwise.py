@@ -416,11 +416,13 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
 
     def _set_mode(self, K: Tensor, X: Tensor) -> None:
         beta0 = self._warm_beta()
+        d0 = self._mode.d if self._mode is not None else None
         mode = laplace.find_mode(
             self.likelihood,
             self._structure,
             K,
             beta0,
+            d0=d0,
             form=self._form,
             tol=self._tol,
             max_iter=self._max_iter,
