@@ -1,6 +1,7 @@
 """botorch-pref: preferential Bayesian optimisation for BoTorch."""
 
 from botorch_pref.likelihoods import PairwiseLogit, PairwiseProbit
+from botorch_pref.loop import PreferenceOptimizer, QueryRecord, Recommendation
 from botorch_pref.mlls import LaplaceEvidence
 from botorch_pref.models.pairwise import PairwiseLaplaceGP, PreferenceDataError
 
@@ -12,5 +13,8 @@ __all__ = [
     "PairwiseLogit",
     "PairwiseProbit",
     "PreferenceDataError",
+    "PreferenceOptimizer",
+    "QueryRecord",
+    "Recommendation",
     "__version__",
 ]

@@ -1,0 +1,771 @@
+r"""An ask/tell preferential Bayesian optimiser.
+
+:class:`PreferenceOptimizer` runs the loop of preferential BO for a person (or a simulated user)
+who can only say which of :math:`q` designs they prefer:
+
+1. :meth:`~PreferenceOptimizer.ask` returns the next query, a ``q x d`` tensor of designs in the
+   user's units (within ``bounds``);
+2. :meth:`~PreferenceOptimizer.tell` records the answer (the index of the preferred option, or a
+   full ranking), refits the preference GP when the schedule says so, and updates its posterior;
+3. :meth:`~PreferenceOptimizer.best` recommends the compared design with the highest posterior
+   mean of the utility :math:`g`,
+
+.. math::
+
+    x^\star = \arg\max_{x_i \in \mathcal{D}} \mu(x_i),
+
+where :math:`\mathcal D` is the set of designs compared so far (the qEUBO protocol's
+recommendation: it never recommends a design nobody has looked at).
+
+Conventions and defaults (the reasons are in the :class:`PreferenceOptimizer` docstring):
+
+* Inputs are normalised to the unit cube through ``bounds``; the model, the acquisition and its
+  optimisation never see user units.
+* A design that has been compared before (a row *exactly* equal to an earlier one, e.g. the
+  champion that champion-challenger re-proposes) is reused, not duplicated: its answers attach to
+  the same datapoint.
+* A ``q > 2`` answer is recorded as the winner beating each other option, a full ranking as the
+  ``q - 1`` consecutive pairs. These rows are not independent comparisons; the pairwise
+  likelihood treats them as if they were until a proper choice likelihood exists.
+* All randomness (initial and random queries, ``optimize_acqf``'s raw samples, qEUBO's base
+  samples, fit restarts) is drawn from seeds derived from ``(seed, query number)``, so the same
+  seed and the same answers give the same run, and the state after
+  :meth:`PreferenceOptimizer.replay` of a history is the state of the run that produced it.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.exceptions.errors import ModelFittingError
+from botorch.exceptions.warnings import OptimizationWarning
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import PairwiseGP, PairwiseLaplaceMarginalLogLikelihood
+from botorch.models.model import Model
+from botorch.optim import optimize_acqf
+from botorch.utils.transforms import normalize, unnormalize
+from gpytorch.mlls import MarginalLogLikelihood
+from torch import Tensor
+
+from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
+from botorch_pref.mlls import LaplaceEvidence
+from botorch_pref.models.pairwise import PairwiseLaplaceGP
+
+__all__ = [
+    "MODEL_FACTORIES",
+    "STRATEGIES",
+    "ModelFactory",
+    "PreferenceOptimizer",
+    "QueryRecord",
+    "Recommendation",
+    "laplace_model",
+    "pairwisegp_model",
+]
+
+STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
+
+#: A model factory maps unit-cube ``datapoints`` (``n x d``) and ``comparisons`` (``m x 2``) to a
+#: model and the marginal log-likelihood that ``fit_gpytorch_mll`` maximises for it.
+ModelFactory = Callable[[Tensor, Tensor], tuple[Model, MarginalLogLikelihood]]
+
+# Caps on optimize_acqf's effort (see PreferenceOptimizer's docstring).
+_MIN_RESTARTS, _MAX_RESTARTS = 4, 10
+_MIN_RAW, _MAX_RAW = 128, 512
+# Streams of derived seeds, one per kind of randomness.
+_STREAM_RANDOM, _STREAM_ACQF, _STREAM_FIT, _STREAM_REPAIR = 0, 1, 2, 3
+
+
+def laplace_model(datapoints: Tensor, comparisons: Tensor) -> tuple[Model, MarginalLogLikelihood]:
+    """:class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with its Laplace evidence.
+
+    Args:
+        datapoints: ``n x d`` unit-cube designs.
+        comparisons: ``m x 2`` (winner, loser) rows.
+
+    Returns:
+        ``(model, mll)``.
+    """
+    model = PairwiseLaplaceGP(datapoints, comparisons)
+    return model, LaplaceEvidence(model.likelihood, model)
+
+
+def pairwisegp_model(
+    datapoints: Tensor, comparisons: Tensor
+) -> tuple[Model, MarginalLogLikelihood]:
+    """BoTorch's :class:`~botorch.models.PairwiseGP` with its Laplace marginal log-likelihood.
+
+    Args:
+        datapoints: ``n x d`` unit-cube designs.
+        comparisons: ``m x 2`` (winner, loser) rows.
+
+    Returns:
+        ``(model, mll)``.
+    """
+    model = PairwiseGP(datapoints, comparisons)
+    return model, PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model)
+
+
+MODEL_FACTORIES: dict[str, ModelFactory] = {
+    "laplace": laplace_model,
+    "pairwisegp": pairwisegp_model,
+}
+
+
+class Recommendation(NamedTuple):
+    """The recommended design and the model's belief about its utility.
+
+    Attributes:
+        x: The design, a ``d`` tensor in user units.
+        mean: Posterior mean of its utility :math:`\\mu(x)`.
+        std: Posterior standard deviation of its utility. Utilities are identified only up to a
+            common shift, so this includes the prior's uncertainty about the overall level.
+        index: Its row in :attr:`PreferenceOptimizer.datapoints`.
+    """
+
+    x: Tensor
+    mean: float
+    std: float
+    index: int
+
+
+class QueryRecord(NamedTuple):
+    """One answered query.
+
+    Attributes:
+        query: The ``q x d`` options in user units.
+        winner: The index of the preferred option.
+        ranking: The full ranking (best first) when one was given, else ``None``.
+    """
+
+    query: Tensor
+    winner: int
+    ranking: tuple[int, ...] | None = None
+
+
+def _derived_seed(seed: int, k: int, stream: int) -> int:
+    """A well-mixed 63-bit seed for query ``k`` and a randomness ``stream``."""
+    state = np.random.SeedSequence([seed, k, stream]).generate_state(2, dtype=np.uint32)
+    return (int(state[0]) << 31) ^ int(state[1])
+
+
+def _as_index(value: Any, name: str) -> int:
+    """An integer (Python, NumPy or 0-d tensor; not bool) or a ValueError."""
+    if isinstance(value, bool) or (torch.is_tensor(value) and value.dtype == torch.bool):
+        raise ValueError(f"{name} must be an integer, got {value!r}.")
+    try:
+        if torch.is_tensor(value):
+            if value.numel() != 1 or value.is_floating_point():
+                raise TypeError
+            return int(value.item())
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}.") from None
+
+
+class PreferenceOptimizer:
+    r"""Ask/tell preferential Bayesian optimisation on a box.
+
+    Example:
+        >>> bounds = torch.tensor([[-5.0, 0.0], [10.0, 15.0]], dtype=torch.float64)
+        >>> opt = PreferenceOptimizer(bounds, strategy="eubo", seed=0)
+        >>> for _ in range(20):
+        ...     X = opt.ask()                    # 2 x 2, inside bounds
+        ...     opt.tell(X, winner=user(X))      # index of the preferred row
+        >>> opt.best().x
+
+    Strategies (``strategy``):
+
+    * ``"eubo"``: BoTorch's analytic EUBO, :math:`E[\max(g(x_1), g(x_2))]`, maximised jointly
+      over the pair (``q = 2``).
+    * ``"qeubo"``: Monte-Carlo qEUBO, :math:`E[\max_i g(x_i)]`, for any ``q >= 2``.
+    * ``"champion-challenger"``: the champion (the compared design with the highest posterior
+      mean) against the challenger maximising :math:`E[(g(x) - g(c))^+]` under the joint
+      posterior (:class:`~botorch_pref.acquisition.ChampionChallenger`; ``q = 2``). The champion
+      is an earlier datapoint, so each such query adds one new design.
+    * ``"random"``: ``q`` uniform designs, the baseline.
+
+    Defaults and why:
+
+    * ``n_initial = min(4 d, 20)`` random queries: the PBO protocol's ``4 d`` (enough spread for
+      the first lengthscale fits), capped so that a person is not asked 80 random questions in
+      20 dimensions. Pass ``n_initial=4 * d`` to follow the protocol exactly.
+    * Refits: after every answer for the first ``refit_all_until = 30`` answers (the
+      hyperparameters move most while data are few), then after every ``refit_every = 5``-th.
+      In between, the model keeps its hyperparameters and only ``set_train_data`` runs
+      (a warm-started mode update). Refits start from the current hyperparameters (the model and
+      its kernel are kept across answers), so they take few L-BFGS iterations.
+    * ``optimize_acqf`` effort: BoTorch's PBO pipeline uses :math:`d q` restarts and
+      :math:`30 d q` raw samples (:math:`q` the number of points optimised jointly: 2 for EUBO
+      and qEUBO pairs, 1 for the challenger); here these are clipped to ``[4, 10]`` restarts and
+      ``[128, 512]`` raw samples, which keeps an ``ask`` around a second in 6-D on a loaded
+      2-core CPU, and gives low dimensions enough starts to find the global maximum of the
+      (multi-modal) acquisition.
+    * ``mc_samples = 128`` scrambled-Sobol samples for qEUBO.
+
+    Args:
+        bounds: ``2 x d`` lower and upper bounds of the designs, in the user's units.
+        strategy: One of ``"eubo"``, ``"qeubo"``, ``"champion-challenger"``, ``"random"``.
+        q: Options per query (2 for EUBO and champion-challenger).
+        n_initial: Random queries before the acquisition takes over (default above).
+        model: ``"laplace"`` (:class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP`),
+            ``"pairwisegp"`` (BoTorch's ``PairwiseGP``) or a :data:`ModelFactory`.
+        refit_every: After ``refit_all_until`` answers, refit hyperparameters every this many.
+        refit_all_until: Refit after every answer up to this many answers.
+        num_restarts: ``optimize_acqf`` restarts (default: :math:`d q` clipped to [4, 10]).
+        raw_samples: ``optimize_acqf`` raw samples (default: :math:`30 d q` clipped to
+            [128, 512]).
+        mc_samples: qEUBO's quasi-Monte-Carlo samples.
+        champion_variant: ``"joint"`` or ``"marginal"`` (Brochu's EI), for champion-challenger.
+        device: Device of the model and of every tensor returned (default: ``bounds``'s).
+        dtype: Floating dtype of the model and of every tensor returned (default float64).
+        seed: Seed of all randomness; ``None`` draws one from torch's global generator (see
+            :attr:`seed`).
+    """
+
+    def __init__(
+        self,
+        bounds: Tensor | Sequence[Sequence[float]],
+        strategy: str = "eubo",
+        q: int = 2,
+        *,
+        n_initial: int | None = None,
+        model: str | ModelFactory = "laplace",
+        refit_every: int = 5,
+        refit_all_until: int = 30,
+        num_restarts: int | None = None,
+        raw_samples: int | None = None,
+        mc_samples: int = 128,
+        champion_variant: str = "joint",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float64,
+        seed: int | None = None,
+    ) -> None:
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}.")
+        if device is None:
+            device = bounds.device if torch.is_tensor(bounds) else torch.device("cpu")
+        self._tkwargs: dict[str, Any] = {"device": torch.device(device), "dtype": dtype}
+        self._bounds = self._check_bounds(bounds)
+        d = self.dim
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}.")
+        self.strategy = strategy
+        self.q = self._positive_int(q, "q")
+        if self.q < 2:
+            raise ValueError(f"A query needs q >= 2 options, got q = {q}.")
+        if strategy in ("eubo", "champion-challenger") and self.q != 2:
+            raise ValueError(
+                f"strategy {strategy!r} asks about pairs (q = 2); use 'qeubo' or 'random' "
+                f"for q = {q}."
+            )
+        self.n_initial = (
+            min(4 * d, 20) if n_initial is None else self._nonnegative_int(n_initial, "n_initial")
+        )
+        if isinstance(model, str):
+            if model not in MODEL_FACTORIES:
+                raise ValueError(
+                    f"model must be one of {', '.join(MODEL_FACTORIES)} or a factory; "
+                    f"got {model!r}."
+                )
+            self._factory = MODEL_FACTORIES[model]
+            self.model_name = model
+        elif callable(model):
+            self._factory = model
+            self.model_name = getattr(model, "__name__", type(model).__name__)
+        else:
+            raise ValueError(f"model must be a name or a factory callable, got {model!r}.")
+        self.refit_every = self._positive_int(refit_every, "refit_every")
+        self.refit_all_until = self._nonnegative_int(refit_all_until, "refit_all_until")
+        q_opt = 1 if strategy == "champion-challenger" else self.q
+        self.num_restarts = (
+            min(max(d * q_opt, _MIN_RESTARTS), _MAX_RESTARTS)
+            if num_restarts is None
+            else self._positive_int(num_restarts, "num_restarts")
+        )
+        self.raw_samples = (
+            min(max(30 * d * q_opt, _MIN_RAW), _MAX_RAW)
+            if raw_samples is None
+            else self._positive_int(raw_samples, "raw_samples")
+        )
+        self.mc_samples = self._positive_int(mc_samples, "mc_samples")
+        if champion_variant not in ("joint", "marginal"):
+            raise ValueError(
+                f"champion_variant must be 'joint' or 'marginal', got {champion_variant!r}."
+            )
+        self.champion_variant = champion_variant
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        self.seed = self._nonnegative_int(seed, "seed")
+
+        self._X_user = torch.empty(0, d, **self._tkwargs)
+        self._X_unit = torch.empty(0, d, **self._tkwargs)
+        self._C = torch.empty(0, 2, dtype=torch.long, device=self._tkwargs["device"])
+        self._history: list[QueryRecord] = []
+        self._pending: Tensor | None = None
+        self._model: Model | None = None
+        self._mll: MarginalLogLikelihood | None = None
+        self.n_refits = 0
+
+    # ------------------------------------------------------------------ checks
+    @staticmethod
+    def _positive_int(value: Any, name: str) -> int:
+        value = _as_index(value, name)
+        if value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value}.")
+        return value
+
+    @staticmethod
+    def _nonnegative_int(value: Any, name: str) -> int:
+        value = _as_index(value, name)
+        if value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value}.")
+        return value
+
+    def _check_bounds(self, bounds: Tensor | Sequence[Sequence[float]]) -> Tensor:
+        b = torch.as_tensor(bounds).to(**self._tkwargs)
+        if b.dim() != 2 or b.shape[0] != 2 or b.shape[1] < 1:
+            raise ValueError(
+                f"bounds must be a 2 x d tensor (lower, upper), got shape {tuple(b.shape)}."
+            )
+        if not bool(torch.isfinite(b).all()):
+            raise ValueError("bounds must be finite.")
+        if not bool((b[1] > b[0]).all()):
+            raise ValueError("bounds must satisfy lower < upper in every dimension.")
+        return b
+
+    def _as_query(self, query: Tensor | Sequence[Sequence[float]]) -> Tensor:
+        """Validate a query (``q' x d``, ``q' >= 2``, finite, distinct rows, inside bounds)."""
+        try:
+            X = torch.as_tensor(query)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"query must be a q x d array of numbers: {err}") from None
+        if not (X.is_floating_point() or X.dtype in (torch.int32, torch.int64)):
+            raise ValueError(f"query must hold real numbers, got dtype {X.dtype}.")
+        X = X.to(**self._tkwargs)
+        if X.dim() != 2 or X.shape[-1] != self.dim or X.shape[0] < 2:
+            raise ValueError(
+                f"query must have shape q x {self.dim} with q >= 2, got {tuple(X.shape)}."
+            )
+        if not bool(torch.isfinite(X).all()):
+            raise ValueError("query contains NaN or infinite values.")
+        lower, upper = self._bounds
+        slack = 1e-9 * (upper - lower)
+        if bool((X < lower - slack).any() or (X > upper + slack).any()):
+            raise ValueError("query has designs outside bounds.")
+        same = (X.unsqueeze(0) == X.unsqueeze(1)).all(-1)
+        if bool(same.triu(1).any()):
+            raise ValueError("query repeats a design: its options must be distinct.")
+        return X
+
+    @staticmethod
+    def _answer_pairs(
+        q: int, winner: Any | None, ranking: Sequence[Any] | Tensor | None
+    ) -> tuple[int, tuple[int, ...] | None, list[tuple[int, int]]]:
+        """Validate an answer; return (winner, ranking, local (winner, loser) pairs)."""
+        if winner is None and ranking is None:
+            raise ValueError("Give the answer: the winner's index or a full ranking.")
+        rank: tuple[int, ...] | None = None
+        if ranking is not None:
+            if torch.is_tensor(ranking):
+                ranking = ranking.reshape(-1).tolist()
+            try:
+                rank = tuple(_as_index(r, "ranking entries") for r in ranking)
+            except TypeError:
+                raise ValueError(
+                    f"ranking must be a sequence of indices, got {ranking!r}."
+                ) from None
+            if sorted(rank) != list(range(q)):
+                raise ValueError(
+                    f"ranking must be a permutation of 0..{q - 1} (best first), got {list(rank)}."
+                )
+        if winner is not None:
+            w = _as_index(winner, "winner")
+            if not 0 <= w < q:
+                raise ValueError(f"winner must lie in [0, {q - 1}] for a query of {q}, got {w}.")
+            if rank is not None and rank[0] != w:
+                raise ValueError(f"winner {w} disagrees with the ranking's first entry {rank[0]}.")
+        else:
+            w = rank[0]
+        if rank is not None:
+            pairs = [(rank[i], rank[i + 1]) for i in range(q - 1)]
+        else:
+            pairs = [(w, j) for j in range(q) if j != w]
+        return w, rank, pairs
+
+    # -------------------------------------------------------------- properties
+    @property
+    def bounds(self) -> Tensor:
+        """The ``2 x d`` bounds in user units."""
+        return self._bounds.clone()
+
+    @property
+    def dim(self) -> int:
+        """The design dimension :math:`d`."""
+        return self._bounds.shape[-1]
+
+    @property
+    def device(self) -> torch.device:
+        return self._tkwargs["device"]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._tkwargs["dtype"]
+
+    @property
+    def datapoints(self) -> Tensor:
+        """The ``n x d`` distinct designs compared so far, in user units."""
+        return self._X_user.clone()
+
+    @property
+    def comparisons(self) -> Tensor:
+        """The ``m x 2`` (winner, loser) rows indexing :attr:`datapoints`."""
+        return self._C.clone()
+
+    @property
+    def n_queries(self) -> int:
+        """The number of answered queries."""
+        return len(self._history)
+
+    @property
+    def history(self) -> list[QueryRecord]:
+        """The answered queries in order (a copy); :meth:`replay` rebuilds the state from it."""
+        return [QueryRecord(r.query.clone(), r.winner, r.ranking) for r in self._history]
+
+    @property
+    def pending(self) -> Tensor | None:
+        """The query :meth:`ask` returned and that awaits its answer, or ``None``."""
+        return None if self._pending is None else self._pending.clone()
+
+    @property
+    def model(self) -> Model | None:
+        """The preference model on unit-cube inputs (``None`` before the first answer)."""
+        return self._model
+
+    @property
+    def mll(self) -> MarginalLogLikelihood | None:
+        """The marginal log-likelihood the hyperparameters are fitted with."""
+        return self._mll
+
+    def to_unit(self, X: Tensor) -> Tensor:
+        """Map designs from user units to the unit cube."""
+        return normalize(X.to(**self._tkwargs), self._bounds)
+
+    def from_unit(self, X: Tensor) -> Tensor:
+        """Map designs from the unit cube to user units."""
+        return unnormalize(X.to(**self._tkwargs), self._bounds)
+
+    # --------------------------------------------------------------- randomness
+    @contextmanager
+    def _seeded(self, k: int, stream: int) -> Iterator[None]:
+        """Fork torch's global generators and seed them for query ``k`` and ``stream``."""
+        device = self.device
+        devices = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(_derived_seed(self.seed, k, stream))
+            yield
+
+    def _generator(self, k: int, stream: int) -> torch.Generator:
+        return torch.Generator().manual_seed(_derived_seed(self.seed, k, stream))
+
+    def _random_unit(self, n: int, k: int, stream: int) -> Tensor:
+        return torch.rand(n, self.dim, generator=self._generator(k, stream), dtype=self.dtype).to(
+            self.device
+        )
+
+    # ---------------------------------------------------------------------- ask
+    def ask(self) -> Tensor:
+        """The next query: a ``q x d`` tensor of distinct designs inside ``bounds``.
+
+        Until it is answered with :meth:`tell`, repeated calls return the same query.
+
+        Returns:
+            The query in user units.
+        """
+        if self._pending is not None:
+            return self._pending.clone()
+        k = self.n_queries
+        if k < self.n_initial or self.strategy == "random" or self._model is None:
+            X = self.from_unit(self._random_unit(self.q, k, _STREAM_RANDOM))
+        else:
+            X = self._acquire(k)
+        X = self._repair_duplicates(X, k)
+        self._pending = X
+        return X.clone()
+
+    def _acquire(self, k: int) -> Tensor:
+        """Optimise the acquisition function for query ``k``; the query in user units."""
+        acqf, q_opt, champion = self.acquisition_function(k)
+        unit = torch.zeros(2, self.dim, **self._tkwargs)
+        unit[1] = 1.0
+        with self._seeded(k, _STREAM_ACQF), warnings.catch_warnings():
+            warnings.simplefilter("ignore", OptimizationWarning)
+            candidates, _ = optimize_acqf(
+                acqf,
+                bounds=unit,
+                q=q_opt,
+                num_restarts=self.num_restarts,
+                raw_samples=self.raw_samples,
+            )
+        X = self.from_unit(candidates.detach().reshape(q_opt, self.dim).clamp(0.0, 1.0))
+        if champion is not None:
+            X = torch.cat([self._X_user[champion].unsqueeze(0), X], dim=0)
+        return X
+
+    def acquisition_function(
+        self, k: int | None = None
+    ) -> tuple[AcquisitionFunction, int, int | None]:
+        """The acquisition function :meth:`ask` optimises on the unit cube.
+
+        Args:
+            k: The query number (seeds qEUBO's base samples); default :attr:`n_queries`.
+
+        Returns:
+            ``(acqf, q_opt, champion)``: the acquisition function, the number of points it
+            takes, and for champion-challenger the champion's row in :attr:`datapoints`
+            (else ``None``).
+        """
+        if self._model is None:
+            raise ValueError("No answers yet: the acquisition needs a model.")
+        if self.strategy not in ("eubo", "qeubo", "champion-challenger"):
+            raise ValueError(f"strategy {self.strategy!r} has no acquisition function.")
+        k = self.n_queries if k is None else k
+        if self.strategy == "eubo":
+            return make_eubo(self._model), 2, None
+        if self.strategy == "qeubo":
+            seed = _derived_seed(self.seed, k, _STREAM_ACQF) % 2**31
+            return make_qeubo(self._model, self.mc_samples, seed=seed), self.q, None
+        mean, _ = self._posterior_at(self._X_unit)
+        idx = int(mean.argmax())
+        acqf = ChampionChallenger(
+            self._model, self._X_unit[idx], variant=self.champion_variant, log=True
+        )
+        return acqf, 1, idx
+
+    def _repair_duplicates(self, X: Tensor, k: int) -> Tensor:
+        """Replace a repeated option (it would compare a design with itself) by a random one."""
+        same = (X.unsqueeze(0) == X.unsqueeze(1)).all(-1).triu(1)
+        if not bool(same.any()):
+            return X
+        dup = same.any(0)
+        X = X.clone()
+        X[dup] = self.from_unit(self._random_unit(int(dup.sum()), k, _STREAM_REPAIR))
+        return X
+
+    # --------------------------------------------------------------------- tell
+    def tell(
+        self,
+        query: Tensor,
+        winner: int | None = None,
+        *,
+        ranking: Sequence[int] | Tensor | None = None,
+    ) -> None:
+        """Record the answer to the query :meth:`ask` returned.
+
+        Answers to other queries (designs a person brought themselves, answers replayed from
+        storage) go through :meth:`add_comparison`.
+
+        Args:
+            query: The ``q x d`` query, exactly as :meth:`ask` returned it.
+            winner: The index of the preferred option.
+            ranking: A full ranking of the options, best first (a permutation of ``0..q-1``);
+                recorded as the ``q - 1`` consecutive pairs.
+
+        Raises:
+            ValueError: Without a pending query, for a different query, or for a bad answer;
+                the optimiser's state is then unchanged.
+        """
+        if self._pending is None:
+            raise ValueError(
+                "tell() without a pending query: call ask() first, or use add_comparison() to "
+                "record an answer to any query."
+            )
+        X = self._as_query(query)
+        if X.shape != self._pending.shape or not torch.equal(X, self._pending):
+            raise ValueError(
+                "query differs from the one ask() returned; use add_comparison() to record "
+                "an answer to another query."
+            )
+        self._record(X, winner, ranking)
+
+    def add_comparison(
+        self,
+        query: Tensor | Sequence[Sequence[float]],
+        winner: int | None = None,
+        *,
+        ranking: Sequence[int] | Tensor | None = None,
+    ) -> None:
+        """Record the answer to any query of ``q' >= 2`` distinct designs inside ``bounds``.
+
+        This is :meth:`tell` without the check that the query came from :meth:`ask`. It
+        counts as a query (the refit schedule and the seeds advance), and a pending query from
+        :meth:`ask` that differs from ``query`` is discarded (the next :meth:`ask` makes a new
+        one).
+
+        Args:
+            query: A ``q' x d`` tensor (or nested sequence) in user units.
+            winner: The index of the preferred option.
+            ranking: A full ranking of the options, best first.
+
+        Raises:
+            ValueError: For a bad query or answer; the optimiser's state is then unchanged.
+        """
+        X = self._as_query(query)
+        self._record(X, winner, ranking)
+
+    def _match_rows(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """Indices of the rows of ``X`` among the datapoints, appending new ones.
+
+        Returns:
+            ``(index, new_rows)``: a ``q'`` long tensor of datapoint indices and the rows of
+            ``X`` that are new, in order.
+        """
+        n = self._X_user.shape[0]
+        index = torch.empty(X.shape[0], dtype=torch.long, device=self.device)
+        new_rows = []
+        for i, x in enumerate(X):
+            hit = (self._X_user == x).all(-1).nonzero() if n else torch.empty(0)
+            if hit.numel():
+                index[i] = int(hit[0])
+            else:
+                index[i] = n + len(new_rows)
+                new_rows.append(x)
+        new = torch.stack(new_rows) if new_rows else X[:0]
+        return index, new
+
+    def _record(self, X: Tensor, winner: Any | None, ranking: Any | None) -> None:
+        """Validate the answer, update data and model atomically, append to the history."""
+        w, rank, pairs = self._answer_pairs(X.shape[0], winner, ranking)
+        index, new_rows = self._match_rows(X)
+        local = torch.tensor(pairs, dtype=torch.long, device=self.device)
+        X_user = torch.cat([self._X_user, new_rows])
+        X_unit = torch.cat([self._X_unit, self.to_unit(new_rows).clamp(0.0, 1.0)])
+        C = torch.cat([self._C, index[local]])
+        k = self.n_queries + 1
+        self._update_model(X_unit, C, refit=self._refit_due(k), k=k)
+        self._X_user, self._X_unit, self._C = X_user, X_unit, C
+        self._history.append(QueryRecord(X.clone(), w, rank))
+        self._pending = None
+
+    def _refit_due(self, k: int) -> bool:
+        """Whether to refit the hyperparameters after the ``k``-th answer."""
+        return k <= self.refit_all_until or k % self.refit_every == 0
+
+    def _update_model(self, X_unit: Tensor, C: Tensor, refit: bool, k: int) -> None:
+        """Give the model the new data (building it on the first answer), then maybe refit.
+
+        On an exception the model is restored to its previous data and hyperparameters.
+        """
+        if self._model is None:
+            model, mll = self._factory(X_unit, C)
+            model.to(**self._tkwargs)
+            self._model, self._mll = model, mll
+            try:
+                self._fit(k)
+            except BaseException:
+                self._model = self._mll = None
+                raise
+            return
+        state = {name: v.clone() for name, v in self._model.state_dict().items()}
+        try:
+            self._model.set_train_data(X_unit, C, update_model=True)
+            if refit:
+                self._fit(k)
+        except BaseException:
+            self._model.load_state_dict(state)
+            self._model.set_train_data(self._X_unit, self._C, update_model=True)
+            raise
+
+    def _fit(self, k: int) -> None:
+        """Refit the hyperparameters from their current values (seeded restarts)."""
+        state = {name: v.clone() for name, v in self._mll.state_dict().items()}
+        with self._seeded(k, _STREAM_FIT):
+            try:
+                fit_gpytorch_mll(self._mll)
+            except ModelFittingError as err:
+                self._mll.load_state_dict(state)
+                warnings.warn(
+                    f"Hyperparameter fit failed after query {k} ({err}); keeping the previous "
+                    "hyperparameters.",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+        self._model.eval()
+        self.n_refits += 1
+
+    # --------------------------------------------------------------------- best
+    def _posterior_at(self, X_unit: Tensor) -> tuple[Tensor, Tensor]:
+        """Marginal posterior means and standard deviations at unit-cube designs."""
+        with torch.no_grad():
+            post = self._model.posterior(X_unit.unsqueeze(-2))
+            mean = post.mean.reshape(-1)
+            std = post.variance.reshape(-1).clamp_min(0.0).sqrt()
+        return mean, std
+
+    def predict(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """Posterior mean and standard deviation of the utility at designs in user units.
+
+        Args:
+            X: ``n x d`` designs in user units.
+
+        Returns:
+            Two ``n`` tensors.
+        """
+        if self._model is None:
+            raise ValueError("No answers yet: nothing to predict from.")
+        X = torch.as_tensor(X).to(**self._tkwargs)
+        if X.dim() != 2 or X.shape[-1] != self.dim:
+            raise ValueError(f"X must have shape n x {self.dim}, got {tuple(X.shape)}.")
+        return self._posterior_at(self.to_unit(X))
+
+    def best(self) -> Recommendation:
+        """The compared design with the highest posterior mean.
+
+        Returns:
+            A :class:`Recommendation` (design in user units, posterior mean and std, index).
+        """
+        if self._model is None:
+            raise ValueError("No answers yet: there is nothing to recommend.")
+        mean, std = self._posterior_at(self._X_unit)
+        idx = int(mean.argmax())
+        return Recommendation(self._X_user[idx].clone(), float(mean[idx]), float(std[idx]), idx)
+
+    # ------------------------------------------------------------------- replay
+    @classmethod
+    def replay(
+        cls,
+        records: Iterable[QueryRecord | tuple[Any, ...]],
+        bounds: Tensor | Sequence[Sequence[float]],
+        **kwargs: Any,
+    ) -> PreferenceOptimizer:
+        """Rebuild an optimiser from answered queries, in order.
+
+        With the same constructor arguments (``seed`` included) and the :attr:`history` of a
+        run, the result has the run's data, hyperparameters and next :meth:`ask`.
+
+        Args:
+            records: :class:`QueryRecord` s, or tuples ``(query, winner)``,
+                ``(query, winner, ranking)`` or ``(query, None, ranking)``.
+            bounds: As for the constructor.
+            **kwargs: Other constructor arguments.
+
+        Returns:
+            The optimiser.
+        """
+        opt = cls(bounds, **kwargs)
+        for i, record in enumerate(records):
+            if not isinstance(record, tuple) or len(record) not in (2, 3):
+                raise ValueError(
+                    f"record {i} must be (query, winner) or (query, winner, ranking), "
+                    f"got {record!r}."
+                )
+            query, winner, *rest = record
+            ranking = rest[0] if rest else None
+            opt.add_comparison(query, None if ranking is not None else winner, ranking=ranking)
+        return opt
