@@ -201,6 +201,15 @@ def default_tolerance(dtype: torch.dtype) -> float:
     return 1e-9 if dtype == torch.float64 else 2e-5
 
 
+def fit_tolerance(dtype: torch.dtype) -> float:
+    """Looser tolerance for the mode inside an evidence evaluation.
+
+    :func:`evidence_with_gradients` takes one more Newton step from the mode, which squares its
+    error; the hyperparameter gradient's relative error is of the order of this tolerance.
+    """
+    return 1e-6 if dtype == torch.float64 else 2e-5
+
+
 class ModeResult(NamedTuple):
     """The Laplace mode of a flat batch.
 
