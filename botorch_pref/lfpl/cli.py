@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--min-rating", type=float, default=None, help="keep ratings >= this")
     imp.add_argument("--holdout", choices=("random", "latest"), default="random")
     imp.add_argument("--dim", type=int, default=32)
-    imp.add_argument("--epochs", type=int, default=100)
+    imp.add_argument("--epochs", type=int, default=50)
     imp.add_argument("--batch-size", type=int, default=4096)
     imp.add_argument("--lr", type=float, default=0.1)
     imp.add_argument("--reg", type=float, default=1e-2)

@@ -392,7 +392,7 @@ def fit_implicit(
     model: LFPL,
     data: ImplicitFeedback,
     *,
-    epochs: int = 100,
+    epochs: int = 50,
     batch_size: int = 4096,
     lr: float | None = None,
     reg: float = 1e-3,
