@@ -343,7 +343,7 @@ class PreferenceOptimizer:
     def _as_query(self, query: Tensor | Sequence[Sequence[float]]) -> Tensor:
         """Validate a query (``q' x d``, ``q' >= 2``, finite, distinct rows, inside bounds)."""
         try:
-            X = torch.as_tensor(query)
+            X = query if torch.is_tensor(query) else torch.as_tensor(query, dtype=self.dtype)
         except (TypeError, ValueError, RuntimeError) as err:
             raise ValueError(f"query must be a q x d array of numbers: {err}") from None
         if not (X.is_floating_point() or X.dtype in (torch.int32, torch.int64)):
@@ -668,6 +668,7 @@ class PreferenceOptimizer:
             self._model, self._mll = model, mll
             try:
                 self._fit(k)
+                self._sync(X_unit)
             except BaseException:
                 self._model = self._mll = None
                 raise
@@ -680,7 +681,9 @@ class PreferenceOptimizer:
         except BaseException:
             self._model.load_state_dict(state)
             self._model.set_train_data(self._X_unit, self._C, update_model=True)
+            self._sync(self._X_unit)
             raise
+        self._sync(X_unit)
 
     def _fit(self, k: int) -> None:
         """Refit the hyperparameters from their current values (seeded restarts)."""
@@ -698,6 +701,17 @@ class PreferenceOptimizer:
                 )
         self._model.eval()
         self.n_refits += 1
+
+    def _sync(self, X_unit: Tensor) -> None:
+        """Bring the model's cached posterior up to date with its data and hyperparameters.
+
+        L-BFGS may stop at hyperparameters other than the last ones it evaluated, and the model
+        then refreshes its mode lazily, on the next posterior call. Doing it here, not inside
+        whichever call comes next, makes the state a function of the answers alone (a replayed
+        history that never calls :meth:`ask` reaches the same state to the last bit).
+        """
+        with torch.no_grad():
+            self._model.posterior(X_unit[:1])
 
     # --------------------------------------------------------------------- best
     def _posterior_at(self, X_unit: Tensor) -> tuple[Tensor, Tensor]:

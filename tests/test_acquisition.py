@@ -1,0 +1,220 @@
+"""Tests for botorch_pref.acquisition: champion-challenger and the EUBO/qEUBO builders."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
+from botorch.models import PairwiseGP
+from botorch.models.model import Model
+from botorch.optim import optimize_acqf
+from botorch.posteriors.gpytorch import GPyTorchPosterior
+from gpytorch.distributions import MultivariateNormal
+
+from botorch_pref import PairwiseLaplaceGP
+from botorch_pref.acquisition import (
+    ChampionChallenger,
+    champion,
+    champion_index,
+    make_eubo,
+    make_qeubo,
+)
+
+DT = torch.float64
+
+
+def _data(seed: int = 0, n: int = 14, d: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Designs and noiseless comparisons of consecutive pairs under a smooth utility."""
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, d, generator=g, dtype=DT)
+    f = -((X - 0.3) ** 2).sum(-1) + 0.3 * torch.sin(6 * X[:, 0])
+    rows = []
+    for i in range(0, n - 1):
+        j = i + 1
+        rows.append([i, j] if f[i] > f[j] else [j, i])
+    return X, torch.tensor(rows)
+
+
+@pytest.fixture(scope="module")
+def model() -> PairwiseLaplaceGP:
+    X, C = _data()
+    m = PairwiseLaplaceGP(X, C)
+    m.covar_module.outputscale = 3.0
+    m.covar_module.base_kernel.lengthscale = 0.3
+    m.eval()
+    return m
+
+
+class _FixedGaussian(Model):
+    """A model whose posterior at two points (x, c) is a given bivariate normal, for any x.
+
+    The challenger's first coordinate shifts the mean difference, so values far in the tail
+    can be reached exactly.
+    """
+
+    _num_outputs = 1
+
+    def __init__(self, var_x: float, var_c: float, cov: float) -> None:
+        super().__init__()
+        self.cov = torch.tensor([[var_x, cov], [cov, var_c]], dtype=DT)
+
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
+    def posterior(self, X, output_indices=None, observation_noise=False, posterior_transform=None):
+        mean = torch.stack([X[..., 0, 0], torch.zeros_like(X[..., 0, 0])], dim=-1)
+        cov = self.cov.expand(*X.shape[:-2], 2, 2)
+        return GPyTorchPosterior(MultivariateNormal(mean, cov))
+
+
+def _mc_improvement(model: Model, X: torch.Tensor, c: torch.Tensor, n: int = 400_000):
+    """Monte-Carlo E[(g(x) - g(c))^+] from the joint posterior, and its standard error."""
+    pair = torch.cat([X, c.expand(X.shape[0], 1, -1)], dim=-2)
+    post = model.posterior(pair)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        s = post.rsample(torch.Size([n])).squeeze(-1)
+    imp = (s[..., 0] - s[..., 1]).clamp_min(0.0)
+    return imp.mean(0), imp.std(0) / math.sqrt(n)
+
+
+def test_value_matches_monte_carlo(model):
+    c = champion(model)
+    X = torch.rand(6, 1, 2, generator=torch.Generator().manual_seed(3), dtype=DT)
+    with torch.no_grad():
+        value = ChampionChallenger(model, c)(X)
+    mc, se = _mc_improvement(model, X, c)
+    assert value.shape == (6,)
+    assert bool((value > 0).all())
+    torch.testing.assert_close(value, mc, atol=float(5 * se.max()), rtol=0.0)
+
+
+def test_marginal_variant_is_ei_over_champion_mean(model):
+    c = champion(model)
+    X = torch.rand(5, 1, 2, generator=torch.Generator().manual_seed(4), dtype=DT)
+    with torch.no_grad():
+        value = ChampionChallenger(model, c, variant="marginal")(X)
+        mu_c = model.posterior(c).mean.reshape(())
+        post = model.posterior(X)
+        mu, sd = post.mean.reshape(-1), post.variance.reshape(-1).sqrt()
+    normal = torch.distributions.Normal(0.0, 1.0)
+    u = (mu - mu_c) / sd
+    expected = (mu - mu_c) * normal.cdf(u) + sd * normal.log_prob(u).exp()
+    torch.testing.assert_close(value, expected)
+    joint = ChampionChallenger(model, c)(X)
+    assert not torch.allclose(value, joint)  # the joint covariance matters
+
+
+def test_identity_with_botorch_eubo(model):
+    c = champion(model)
+    X = torch.rand(7, 1, 2, generator=torch.Generator().manual_seed(5), dtype=DT)
+    with torch.no_grad():
+        cc = ChampionChallenger(model, c)(X)
+        pairs = torch.cat([X, c.expand(7, 1, 2)], dim=-2)
+        eubo = AnalyticExpectedUtilityOfBestOption(pref_model=model)(pairs)
+        mu_c = model.posterior(c).mean.reshape(())
+        eubo_winner = make_eubo(model, previous_winner=c)(X)
+    torch.testing.assert_close(cc, eubo - mu_c)
+    torch.testing.assert_close(cc, eubo_winner)
+
+
+def test_identity_on_botorch_pairwisegp():
+    X, C = _data(seed=2)
+    m = PairwiseGP(X, C)
+    m.eval()
+    c = champion(m)
+    Xt = torch.rand(4, 1, 2, generator=torch.Generator().manual_seed(6), dtype=DT)
+    with torch.no_grad():
+        cc = ChampionChallenger(m, c)(Xt)
+        eubo = make_eubo(m)(torch.cat([Xt, c.expand(4, 1, 2)], dim=-2))
+        mu_c = m.posterior(c).mean.reshape(())
+    torch.testing.assert_close(cc, eubo - mu_c)
+
+
+def test_log_value_and_far_tail():
+    # Delta = x[0], t^2 = 1 + 2 - 2 * 0.5 = 2: u = Delta / sqrt 2.
+    m = _FixedGaussian(1.0, 2.0, 0.5)
+    t = math.sqrt(2.0)
+    u = torch.tensor([-35.0, -25.0, -3.0, 0.0, 2.0], dtype=DT)
+    X = (u * t).reshape(-1, 1, 1).requires_grad_(True)
+    acqf = ChampionChallenger(m, torch.zeros(1, 1, dtype=DT))
+    value = acqf(X)
+    # reference: t * h(u), h(u) = phi(u) + u Phi(u); asymptotic series in the tail
+    ref = []
+    for ui in u.tolist():
+        phi = math.exp(-0.5 * ui * ui) / math.sqrt(2 * math.pi)
+        if ui < -20:
+            s = 1 / ui**2
+            h = phi * s * (1 - 3 * s + 15 * s**2 - 105 * s**3 + 945 * s**4)
+        else:
+            h = phi + ui * 0.5 * math.erfc(-ui / math.sqrt(2))
+        ref.append(t * h)
+    ref = torch.tensor(ref, dtype=DT)
+    torch.testing.assert_close(value.detach(), ref, rtol=1e-9, atol=0.0)
+    assert bool((value > 0).all())
+    # the gradient is dE/dDelta = Phi(u) > 0 everywhere, also where the value is ~1e-270
+    value.sum().backward()
+    assert bool((X.grad > 0).all()) and bool(torch.isfinite(X.grad).all())
+    log_value = ChampionChallenger(m, torch.zeros(1, 1, dtype=DT), log=True)(X.detach())
+    torch.testing.assert_close(log_value, ref.log(), rtol=1e-9, atol=1e-9)
+
+
+def test_value_at_champion_is_tiny(model):
+    c = champion(model)
+    with torch.no_grad():
+        value = ChampionChallenger(model, c)(c.unsqueeze(0))
+    assert 0.0 < float(value) < 1e-5  # t floored at 1e-6: t * phi(0)
+
+
+def test_gradients_flow_and_optimize_acqf_improves(model):
+    c = champion(model)
+    acqf = ChampionChallenger(model, c, log=True)
+    X = torch.rand(3, 1, 2, generator=torch.Generator().manual_seed(7), dtype=DT)
+    X.requires_grad_(True)
+    acqf(X).sum().backward()
+    assert X.grad is not None and bool(torch.isfinite(X.grad).all())
+    assert float(X.grad.abs().sum()) > 0
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DT)
+    torch.manual_seed(0)
+    cand, val = optimize_acqf(acqf, bounds, q=1, num_restarts=3, raw_samples=64)
+    grid = torch.rand(256, 1, 2, generator=torch.Generator().manual_seed(8), dtype=DT)
+    with torch.no_grad():
+        assert float(val) >= float(acqf(grid).max()) - 1e-6
+    assert cand.shape == (1, 2) and bool(((cand >= 0) & (cand <= 1)).all())
+
+
+def test_champion_is_highest_mean_compared_design(model):
+    with torch.no_grad():
+        mean = model.posterior(model.datapoints.unsqueeze(-2)).mean.reshape(-1)
+    i = champion_index(model)
+    assert i == int(mean.argmax())
+    torch.testing.assert_close(champion(model), model.datapoints[i].unsqueeze(0))
+    assert float(mean[i]) > float(mean.sort().values[-2])
+
+
+def test_qeubo_matches_analytic_eubo_and_is_deterministic(model):
+    X = torch.rand(5, 2, 2, generator=torch.Generator().manual_seed(9), dtype=DT)
+    with torch.no_grad():
+        analytic = make_eubo(model)(X)
+        q1 = make_qeubo(model, num_samples=4096, seed=3)(X)
+        q2 = make_qeubo(model, num_samples=4096, seed=3)(X)
+    torch.testing.assert_close(q1, q2)
+    torch.testing.assert_close(q1, analytic, atol=2e-2, rtol=0.0)
+
+
+def test_bad_arguments(model):
+    c = champion(model)
+    with pytest.raises(ValueError, match="variant"):
+        ChampionChallenger(model, c, variant="brochu")
+    with pytest.raises(ValueError, match="single design"):
+        ChampionChallenger(model, torch.zeros(2, 2, dtype=DT))
+    with pytest.raises(ValueError, match="NaN"):
+        ChampionChallenger(model, torch.tensor([float("nan"), 0.0], dtype=DT))
+    with pytest.raises(ValueError, match="num_samples"):
+        make_qeubo(model, num_samples=0)
+    acqf = ChampionChallenger(model, c)
+    with pytest.raises(ValueError, match="input dimensions"):
+        acqf(torch.rand(2, 1, 3, dtype=DT))
