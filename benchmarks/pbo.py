@@ -1,0 +1,301 @@
+r"""Preferential BO benchmark: the qEUBO protocol, our model next to BoTorch's PairwiseGP.
+
+Protocol (DESIGN.md section 4, Astudillo et al. 2023): a Gumbel user whose noise is calibrated
+so that two designs from the top 1% of :math:`10^6` random designs are answered wrongly 20% of
+the time; :math:`4d` random initial queries, then ``--queries`` acquisition queries (50, or 150
+for the long version); after every answer the recommendation is the compared design with the
+highest posterior mean, scored by :math:`\log_{10}` of its regret :math:`f^\star - f(x^\star)`.
+
+Common random numbers: replication ``r`` uses the optimiser seed ``seed + r`` (so the initial
+queries, and every random query, are the same for every strategy and model) and a user whose
+noise generator is seeded with ``seed + r`` as well (the same noise stream for every strategy and
+model; the answers differ only where the queries differ). Each model (``laplace`` for
+:class:`~botorch_pref.PairwiseLaplaceGP`, ``pairwisegp`` for ``botorch.models.PairwiseGP``) runs
+in the same :class:`~botorch_pref.PreferenceOptimizer` with the same acquisition, refit schedule
+and ``optimize_acqf`` settings.
+
+Output: per run, a line as it finishes; at the end, per problem, mean log10 regret +- standard
+error after 25 and 50 (and 150) acquisition queries and the median seconds per acquisition
+query (ask + tell, the tell including any refit), with the ratio of our model's time to
+PairwiseGP's for the same strategy. A JSON with every run's regret and time per query is
+rewritten after every run (so an interrupted benchmark keeps what it did), and a PNG of the
+regret curves is written at the end.
+
+Examples::
+
+    python benchmarks/pbo.py                               # everything: several hours
+    python benchmarks/pbo.py --problems branin --strategies eubo random \
+        --models laplace --replications 1 --queries 5      # a smoke test, under a minute
+    python benchmarks/pbo.py --problems hartmann6 --runs laplace:eubo laplace:random \
+        laplace:champion-challenger pairwisegp:eubo --replications 5
+
+Leave torch's thread count at its default: ``torch.set_num_threads`` breaks PairwiseGP's batched
+posteriors on some CPU builds (DESIGN.md section 6). Set ``OMP_WAIT_POLICY=PASSIVE`` on a shared
+machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from botorch_pref.loop import MODEL_FACTORIES, STRATEGIES, PreferenceOptimizer
+from botorch_pref.test_functions import Utility, get_utility
+from botorch_pref.users import SimulatedUser, calibrate_noise
+
+PROBLEMS = ("hartmann6", "ackley6", "branin")
+# Reference: BoTorch's PBO pipeline on this machine (DESIGN.md section 6), mean log10 regret
+# after 50 queries over 5 replications, and the calibrated Gumbel scales at 20% error.
+REFERENCE = {
+    "hartmann6": {"scale": 0.164, "eubo": -0.35, "qeubo": -0.69, "random": 0.29},
+    "ackley6": {"scale": 0.140, "eubo": -0.14, "qeubo": -0.19, "random": 0.63},
+    "branin": {"scale": 0.096, "eubo": 0.20, "qeubo": -0.43, "random": 0.37},
+}
+REGRET_FLOOR = 1e-12  # log10 of a zero regret is reported as -12
+
+
+@dataclass
+class Run:
+    """One replication of one (problem, model, strategy)."""
+
+    problem: str
+    model: str
+    strategy: str
+    replication: int
+    seed: int
+    n_initial: int
+    regret: list[float] = field(default_factory=list)  # after each answer, initial included
+    seconds: list[float] = field(default_factory=list)  # per query (ask + tell)
+    best_x: list[float] | None = None
+    error: str | None = None
+    wall: float = 0.0
+
+    def log_regret_after(self, k: int) -> float | None:
+        """log10 regret after ``k`` acquisition queries, or None if the run is shorter."""
+        i = self.n_initial + k - 1
+        if i < 0 or i >= len(self.regret):
+            return None
+        return math.log10(max(self.regret[i], REGRET_FLOOR))
+
+    def acquisition_seconds(self) -> list[float]:
+        return self.seconds[self.n_initial :]
+
+
+def run_one(
+    utility: Utility,
+    scale: float,
+    model: str,
+    strategy: str,
+    replication: int,
+    seed: int,
+    queries: int,
+    q: int,
+) -> Run:
+    """One benchmark run; exceptions are caught and recorded in ``Run.error``."""
+    d = utility.dim
+    run = Run(utility.name, model, strategy, replication, seed + replication, 4 * d)
+    user = SimulatedUser(utility, noise="gumbel", scale=scale, seed=seed + replication)
+    bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(torch.float64)
+    start = time.perf_counter()
+    try:
+        opt = PreferenceOptimizer(
+            bounds,
+            strategy=strategy,
+            q=q,
+            n_initial=4 * d,
+            model=model,
+            seed=seed + replication,
+        )
+        for _ in range(4 * d + queries):
+            t0 = time.perf_counter()
+            X = opt.ask()
+            opt.tell(X, int(user.choose(X)))
+            run.seconds.append(time.perf_counter() - t0)
+            best = opt.best()
+            run.regret.append(float(utility.regret(best.x)))
+        run.best_x = best.x.tolist()
+    except Exception as err:  # a failed run is reported, the benchmark goes on
+        run.error = f"{type(err).__name__}: {err}"
+        traceback.print_exc(file=sys.stderr)
+    run.wall = time.perf_counter() - start
+    return run
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return math.nan, math.nan
+    mean = statistics.fmean(values)
+    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+    return mean, se
+
+
+def _fmt(mean: float, se: float) -> str:
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:+.2f}" if math.isnan(se) else f"{mean:+.2f} +- {se:.2f}"
+
+
+def summarise(runs: list[Run], checkpoints: list[int]) -> str:
+    """The results table, one block per problem."""
+    lines = []
+    for problem in dict.fromkeys(r.problem for r in runs):
+        pruns = [r for r in runs if r.problem == problem]
+        configs = list(dict.fromkeys((r.model, r.strategy) for r in pruns))
+        medians = {}
+        for cfg in configs:
+            secs = [
+                s for r in pruns if (r.model, r.strategy) == cfg for s in r.acquisition_seconds()
+            ]
+            medians[cfg] = statistics.median(secs) if secs else math.nan
+        head = f"{'model':<11} {'strategy':<20} {'runs':>4}"
+        head += "".join(f" {'log10 regret @' + str(k):>22}" for k in checkpoints)
+        head += f" {'s/query':>8} {'time vs PairwiseGP':>19}"
+        lines += [f"\n{problem}", head, "-" * len(head)]
+        for cfg in configs:
+            cruns = [r for r in pruns if (r.model, r.strategy) == cfg]
+            ok = [r for r in cruns if r.error is None]
+            row = f"{cfg[0]:<11} {cfg[1]:<20} {len(ok):>4}"
+            for k in checkpoints:
+                vals = [v for r in ok if (v := r.log_regret_after(k)) is not None]
+                row += f" {_fmt(*_mean_se(vals)):>22}"
+            ratio = ""
+            other = medians.get(("pairwisegp", cfg[1]))
+            if cfg[0] != "pairwisegp" and other and not math.isnan(other):
+                ratio = f"{medians[cfg] / other:.2f}"
+            row += f" {medians[cfg]:>8.2f} {ratio:>19}"
+            if len(ok) < len(cruns):
+                row += f"  ({len(cruns) - len(ok)} failed)"
+            lines.append(row)
+        ref = REFERENCE.get(problem)
+        if ref:
+            refs = ", ".join(f"{k} {v:+.2f}" for k, v in ref.items() if k != "scale")
+            lines.append(f"reference (BoTorch PBO pipeline, 5 runs, @50): {refs}")
+    return "\n".join(lines)
+
+
+def plot(runs: list[Run], path: Path) -> None:
+    """Mean log10 regret (+- s.e.) per acquisition query, one panel per problem."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    problems = list(dict.fromkeys(r.problem for r in runs))
+    fig = Figure(figsize=(5.2 * len(problems), 4.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(problems), squeeze=False)[0]
+    for ax, problem in zip(axes, problems, strict=True):
+        pruns = [r for r in runs if r.problem == problem and r.error is None]
+        for i, cfg in enumerate(dict.fromkeys((r.model, r.strategy) for r in pruns)):
+            cruns = [r for r in pruns if (r.model, r.strategy) == cfg]
+            n0 = cruns[0].n_initial
+            length = min(len(r.regret) for r in cruns)
+            curves = torch.tensor(
+                [[math.log10(max(v, REGRET_FLOOR)) for v in r.regret[:length]] for r in cruns]
+            )
+            mean = curves.mean(0)
+            se = curves.std(0) / math.sqrt(len(cruns)) if len(cruns) > 1 else 0 * mean
+            x = torch.arange(length) - n0 + 1
+            style = "-" if cfg[0] == "laplace" else "--"
+            ax.plot(x, mean, style, color=f"C{i}", label=f"{cfg[0]} {cfg[1]}")
+            ax.fill_between(x, mean - se, mean + se, color=f"C{i}", alpha=0.15)
+        ax.axvline(0.5, color="0.6", linestyle=":")
+        ax.set_title(problem)
+        ax.set_xlabel("acquisition query (random ones at <= 0)")
+        ax.set_ylabel("log10 regret of the recommendation")
+        ax.legend(fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def _parse_runs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    if args.runs:
+        configs = []
+        for item in args.runs:
+            model, _, strategy = item.partition(":")
+            if model not in MODEL_FACTORIES or strategy not in STRATEGIES:
+                raise SystemExit(f"--runs takes MODEL:STRATEGY pairs, got {item!r}.")
+            configs.append((model, strategy))
+        return configs
+    return [(m, s) for m in args.models for s in args.strategies]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--problems", nargs="+", default=list(PROBLEMS))
+    parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
+    parser.add_argument(
+        "--models", nargs="+", choices=list(MODEL_FACTORIES), default=list(MODEL_FACTORIES)
+    )
+    parser.add_argument(
+        "--runs", nargs="+", metavar="MODEL:STRATEGY", help="explicit pairs (overrides both)"
+    )
+    parser.add_argument("--replications", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=50, help="after 4d initial (or 150)")
+    parser.add_argument("--error-rate", type=float, default=0.2)
+    parser.add_argument("--q", type=int, default=2, help="options per query")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="benchmarks/out/pbo", help="prefix of .json and .png")
+    args = parser.parse_args(argv)
+
+    configs = _parse_runs(args)
+    checkpoints = [k for k in (25, 50, 150) if k <= args.queries] or [args.queries]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    print(
+        f"PBO benchmark: {', '.join(args.problems)}; {len(configs)} model/strategy pairs; "
+        f"{args.replications} replications; 4d random + {args.queries} queries; q = {args.q}; "
+        f"Gumbel user at {args.error_rate:.0%} error; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads",
+        flush=True,
+    )
+    runs: list[Run] = []
+    scales: dict[str, float] = {}
+    for problem in args.problems:
+        utility = get_utility(problem)
+        scales[problem] = calibrate_noise(utility, error_rate=args.error_rate, noise="gumbel")
+        ref = REFERENCE.get(problem, {}).get("scale")
+        print(
+            f"{problem}: Gumbel scale {scales[problem]:.4f}"
+            + (f" (reference {ref})" if ref else ""),
+            flush=True,
+        )
+        for r in range(args.replications):
+            for model, strategy in configs:
+                run = run_one(
+                    utility, scales[problem], model, strategy, r, args.seed, args.queries, args.q
+                )
+                runs.append(run)
+                at = "  ".join(
+                    f"@{k} {v:+.2f}"
+                    for k in checkpoints
+                    if (v := run.log_regret_after(k)) is not None
+                )
+                secs = run.acquisition_seconds()
+                med = statistics.median(secs) if secs else math.nan
+                status = f"FAILED ({run.error})" if run.error else at
+                print(
+                    f"  {problem} {model} {strategy} rep {r + 1}/{args.replications}: {status}; "
+                    f"median {med:.2f} s/query; {run.wall:.0f} s",
+                    flush=True,
+                )
+                payload = {
+                    "config": vars(args) | {"scales": scales, "checkpoints": checkpoints},
+                    "runs": [asdict(x) for x in runs],
+                }
+                out.with_suffix(".json").write_text(json.dumps(payload, indent=1))
+    print(summarise(runs, checkpoints), flush=True)
+    plot(runs, out.with_suffix(".png"))
+    print(f"\nwrote {out.with_suffix('.json')} and {out.with_suffix('.png')}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
