@@ -183,7 +183,10 @@ def summarise(runs: list[Run], checkpoints: list[int]) -> str:
 
 
 def plot(runs: list[Run], path: Path) -> None:
-    """Mean log10 regret (+- s.e.) per acquisition query, one panel per problem."""
+    """Mean log10 regret (+- s.e.) per query, one panel per problem.
+
+    Colour: strategy; solid lines: PairwiseLaplaceGP, dashed: PairwiseGP.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -193,7 +196,8 @@ def plot(runs: list[Run], path: Path) -> None:
     axes = fig.subplots(1, len(problems), squeeze=False)[0]
     for ax, problem in zip(axes, problems, strict=True):
         pruns = [r for r in runs if r.problem == problem and r.error is None]
-        for i, cfg in enumerate(dict.fromkeys((r.model, r.strategy) for r in pruns)):
+        colour = {s: f"C{i}" for i, s in enumerate(STRATEGIES)}
+        for cfg in dict.fromkeys((r.model, r.strategy) for r in pruns):
             cruns = [r for r in pruns if (r.model, r.strategy) == cfg]
             n0 = cruns[0].n_initial
             length = min(len(r.regret) for r in cruns)
@@ -204,8 +208,9 @@ def plot(runs: list[Run], path: Path) -> None:
             se = curves.std(0) / math.sqrt(len(cruns)) if len(cruns) > 1 else 0 * mean
             x = torch.arange(length) - n0 + 1
             style = "-" if cfg[0] == "laplace" else "--"
-            ax.plot(x, mean, style, color=f"C{i}", label=f"{cfg[0]} {cfg[1]}")
-            ax.fill_between(x, mean - se, mean + se, color=f"C{i}", alpha=0.15)
+            c = colour[cfg[1]]
+            ax.plot(x, mean, style, color=c, label=f"{cfg[0]} {cfg[1]}")
+            ax.fill_between(x, mean - se, mean + se, color=c, alpha=0.15)
         ax.axvline(0.5, color="0.6", linestyle=":")
         ax.set_title(problem)
         ax.set_xlabel("acquisition query (random ones at <= 0)")
