@@ -1,0 +1,476 @@
+"""Export of sessions to CSV and JSON, and import of comparisons collected elsewhere.
+
+JSON export (``format: "botorch-pref-session"``) holds everything: the session's problem and
+settings, every query (options, source, show times, status) and every answer (retracted ones
+too, with their retraction time).
+
+CSV export has one row per option of every answer (retracted ones too), so a spreadsheet can
+filter and pivot it: ``answer_id, query_id, query_number, source, kind, winner, ranking,
+answered_at, shown_at, response_s, retracted_at, option`` and one column per parameter. A
+ranking is written best first, separated by spaces.
+
+Import reads either export (retracted answers are left out), or comparisons in a plain form:
+
+* JSON: a list (or ``{"comparisons": [...]}``) of records ``{"options": [[...], [...]],
+  "winner": 0}``, with ``"ranking": [2, 0, 1]`` instead of ``winner``, or ``"kind": "skip"`` /
+  ``"tie"``; options as lists in the session's parameter order or as ``{name: value}`` dicts;
+  an optional ``"answered_at"`` (ISO 8601).
+* CSV: one row per option, with ``query_id`` (rows with the same id form one query), ``option``
+  (``0..q-1``), one column per parameter, and ``winner``, ``ranking`` or ``kind``.
+
+Every record is checked (options inside the bounds and distinct, answer in range) before
+anything is stored; one bad record rejects the whole file with its position in the message.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from botorch_pref.sessions.store import (
+    AnswerRow,
+    ImportFormatError,
+    InvalidAnswerError,
+    NewAnswer,
+    QueryRow,
+    SessionRow,
+    check_answer,
+)
+
+__all__ = [
+    "CSV_COLUMNS",
+    "EXPORT_FORMAT",
+    "ImportRecord",
+    "parse_comparisons",
+    "read_comparisons",
+    "session_to_dict",
+    "write_csv",
+    "write_json",
+]
+
+#: The ``format`` field of a JSON export.
+EXPORT_FORMAT = "botorch-pref-session"
+#: The fixed columns of a CSV export (the parameters follow, one column each).
+CSV_COLUMNS = (
+    "answer_id",
+    "query_id",
+    "query_number",
+    "source",
+    "kind",
+    "winner",
+    "ranking",
+    "answered_at",
+    "shown_at",
+    "response_s",
+    "retracted_at",
+    "option",
+)
+
+#: ``(designs, answer, answered_at)``: one answered query to import.
+ImportRecord = tuple[list[list[float]], NewAnswer, "str | None"]
+
+
+def _status(query: QueryRow, standing: set[int], pending_id: int | None) -> str:
+    if query.id in standing:
+        return "answered"
+    if query.id == pending_id:
+        return "pending"
+    if query.withdrawn_at is not None:
+        return "withdrawn"
+    return "unanswered"
+
+
+def session_to_dict(
+    session: SessionRow,
+    queries: Sequence[QueryRow],
+    answers: Sequence[AnswerRow],
+    pending_id: int | None,
+    schema_version: int,
+) -> dict[str, Any]:
+    """The JSON export of a session.
+
+    Args:
+        session: The session row.
+        queries: All its queries.
+        answers: All its answers (retracted ones included).
+        pending_id: The id of the pending query, or ``None``.
+        schema_version: The store's schema version.
+
+    Returns:
+        A JSON-serialisable dict.
+    """
+    names = [p[0] for p in session.parameters]
+    standing = {a.query_id for a in answers if a.retracted_at is None}
+    return {
+        "format": EXPORT_FORMAT,
+        "schema_version": schema_version,
+        "session": {
+            "name": session.name,
+            "parameters": [{"name": n, "low": lo, "high": hi} for n, lo, hi in session.parameters],
+            "strategy": session.strategy,
+            "q": session.q,
+            "seed": session.seed,
+            "options": session.options,
+            "budget": session.budget,
+            "package_version": session.package_version,
+            "created_at": session.created_at,
+        },
+        "parameter_names": names,
+        "queries": [
+            {
+                "id": q.id,
+                "number": q.number,
+                "source": q.source,
+                "status": _status(q, standing, pending_id),
+                "options": [list(x) for x in q.designs],
+                "created_at": q.created_at,
+                "first_shown_at": q.first_shown_at,
+                "last_shown_at": q.last_shown_at,
+                "times_shown": q.times_shown,
+                "withdrawn_at": q.withdrawn_at,
+            }
+            for q in queries
+        ],
+        "answers": [
+            {
+                "id": a.id,
+                "query_id": a.query_id,
+                "kind": a.kind,
+                "winner": a.winner,
+                "ranking": None if a.ranking is None else list(a.ranking),
+                "answered_at": a.answered_at,
+                "shown_at": a.shown_at,
+                "response_s": a.response_s,
+                "retracted_at": a.retracted_at,
+            }
+            for a in answers
+        ],
+    }
+
+
+def write_json(data: Mapping[str, Any], out: TextIO) -> None:
+    """Write a JSON export.
+
+    Args:
+        data: The dict from :func:`session_to_dict`.
+        out: A text stream.
+    """
+    json.dump(data, out, indent=2)
+    out.write("\n")
+
+
+def write_csv(
+    session: SessionRow, queries: Sequence[QueryRow], answers: Sequence[AnswerRow], out: TextIO
+) -> None:
+    """Write the CSV export: one row per option of every answer.
+
+    Args:
+        session: The session row.
+        queries: All its queries.
+        answers: All its answers (retracted ones included).
+        out: A text stream (open it with ``newline=""``).
+    """
+    by_id = {q.id: q for q in queries}
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*CSV_COLUMNS, *(p[0] for p in session.parameters)])
+    for a in answers:
+        query = by_id[a.query_id]
+        fixed = [
+            a.id,
+            query.id,
+            query.number,
+            query.source,
+            a.kind,
+            "" if a.winner is None else a.winner,
+            "" if a.ranking is None else " ".join(str(i) for i in a.ranking),
+            a.answered_at,
+            a.shown_at or "",
+            "" if a.response_s is None else repr(a.response_s),
+            a.retracted_at or "",
+        ]
+        for option, x in enumerate(query.designs):
+            writer.writerow([*fixed, option, *(repr(v) for v in x)])
+
+
+# ------------------------------------------------------------------------ import
+def read_comparisons(
+    path: str | Path,
+    parameters: Sequence[tuple[str, float, float]],
+    fmt: str | None = None,
+) -> list[ImportRecord]:
+    """Read and check comparisons from a CSV or JSON file.
+
+    Args:
+        path: The file.
+        parameters: The session's ``(name, low, high)`` triples.
+        fmt: ``"csv"`` or ``"json"``; default from the file's suffix.
+
+    Returns:
+        The records, in file order.
+
+    Raises:
+        FileNotFoundError: When the file does not exist.
+        ImportFormatError: For an unreadable or malformed file or an invalid record.
+    """
+    path = Path(path)
+    fmt = (fmt or path.suffix.lstrip(".")).lower()
+    if fmt not in ("csv", "json"):
+        raise ImportFormatError(
+            f"Cannot tell the format of {str(path)!r}: name it *.csv or *.json, or give the format."
+        )
+    if not path.is_file():
+        raise FileNotFoundError(f"No file {str(path)!r} to import.")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ImportFormatError(f"Cannot read {str(path)!r}: {err}") from None
+    if fmt == "csv":
+        return _parse_csv(text, parameters)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ImportFormatError(f"{str(path)!r} is not valid JSON: {err}") from None
+    return parse_comparisons(data, parameters)
+
+
+def parse_comparisons(
+    data: Any, parameters: Sequence[tuple[str, float, float]]
+) -> list[ImportRecord]:
+    """Check comparisons given as Python objects (the JSON forms of the module docstring).
+
+    Args:
+        data: A JSON export dict, ``{"comparisons": [...]}`` or a list of records.
+        parameters: The session's ``(name, low, high)`` triples.
+
+    Returns:
+        The records.
+
+    Raises:
+        ImportFormatError: For a malformed structure or an invalid record.
+    """
+    if isinstance(data, Mapping) and data.get("format") == EXPORT_FORMAT:
+        data = _records_from_export(data, parameters)
+    elif isinstance(data, Mapping) and "comparisons" in data:
+        data = data["comparisons"]
+    if not isinstance(data, list):
+        raise ImportFormatError(
+            "Expected a list of comparisons, {'comparisons': [...]} or a session export."
+        )
+    records = [_parse_record(i, rec, parameters) for i, rec in enumerate(data)]
+    if not records:
+        raise ImportFormatError("No comparisons to import.")
+    return records
+
+
+def _records_from_export(
+    data: Mapping[str, Any], parameters: Sequence[tuple[str, float, float]]
+) -> list[dict[str, Any]]:
+    """The standing answers of a JSON export as plain records (options keyed by name)."""
+    try:
+        names = list(data["parameter_names"])
+        options = {int(q["id"]): q["options"] for q in data["queries"]}
+        answers = list(data["answers"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise ImportFormatError(f"Malformed session export: missing or bad field {err}.") from None
+    if sorted(names) != sorted(p[0] for p in parameters):
+        raise ImportFormatError(
+            f"The export's parameters {names} differ from this session's "
+            f"{[p[0] for p in parameters]}."
+        )
+    records = []
+    for i, a in enumerate(answers):
+        if not isinstance(a, Mapping) or a.get("query_id") not in options:
+            raise ImportFormatError(f"Answer {i} of the export has no known query_id.")
+        if a.get("retracted_at"):
+            continue
+        rows = options[a["query_id"]]
+        if not isinstance(rows, list) or not all(
+            isinstance(r, list) and len(r) == len(names) for r in rows
+        ):
+            raise ImportFormatError(f"Query {a['query_id']} of the export has malformed options.")
+        records.append(
+            {
+                "options": [dict(zip(names, r, strict=True)) for r in rows],
+                "kind": a.get("kind"),
+                "winner": a.get("winner"),
+                "ranking": a.get("ranking"),
+                "answered_at": a.get("answered_at"),
+            }
+        )
+    return records
+
+
+def _parse_record(i: int, rec: Any, parameters: Sequence[tuple[str, float, float]]) -> ImportRecord:
+    """Check one record; errors name it by position."""
+    try:
+        if not isinstance(rec, Mapping):
+            raise ImportFormatError(f"must be an object with 'options', got {rec!r}")
+        if "options" not in rec:
+            raise ImportFormatError("has no 'options'")
+        designs = _check_designs(rec["options"], parameters)
+        answer = _check_record_answer(rec, len(designs))
+        answered_at = _check_time(rec.get("answered_at"))
+    except (ImportFormatError, InvalidAnswerError) as err:
+        raise ImportFormatError(f"Comparison {i}: {err}".rstrip(".") + ".") from None
+    return designs, answer, answered_at
+
+
+def _check_designs(
+    options: Any, parameters: Sequence[tuple[str, float, float]]
+) -> list[list[float]]:
+    """Options as ``q x d`` floats inside the bounds, distinct, ``q >= 2``."""
+    names = [p[0] for p in parameters]
+    if not isinstance(options, list) or len(options) < 2:
+        raise ImportFormatError("'options' must list at least two designs")
+    designs = []
+    for j, opt in enumerate(options):
+        if isinstance(opt, Mapping):
+            if sorted(opt) != sorted(names):
+                raise ImportFormatError(f"option {j} has parameters {sorted(opt)}, not {names}")
+            opt = [opt[n] for n in names]
+        if not isinstance(opt, (list, tuple)) or len(opt) != len(names):
+            raise ImportFormatError(f"option {j} must give {len(names)} values ({names})")
+        designs.append([_check_value(v, p, j) for v, p in zip(opt, parameters, strict=True)])
+    if len({tuple(x) for x in designs}) != len(designs):
+        raise ImportFormatError("repeats a design: options must be distinct")
+    return designs
+
+
+def _check_value(value: Any, parameter: tuple[str, float, float], j: int) -> float:
+    name, low, high = parameter
+    if isinstance(value, bool):
+        raise ImportFormatError(f"option {j}: {name} = {value!r} is not a number")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ImportFormatError(f"option {j}: {name} = {value!r} is not a number") from None
+    slack = 1e-9 * (high - low)
+    if not math.isfinite(v) or v < low - slack or v > high + slack:
+        raise ImportFormatError(f"option {j}: {name} = {v!r} lies outside [{low}, {high}]")
+    return v
+
+
+def _check_record_answer(rec: Mapping[str, Any], q: int) -> NewAnswer:
+    """The answer of a record from ``kind``, ``winner`` and ``ranking``."""
+    kind = rec.get("kind")
+    winner, ranking = rec.get("winner"), rec.get("ranking")
+    if kind in ("skip", "tie"):
+        return check_answer(q, skip=kind == "skip", tie=kind == "tie")
+    if kind not in (None, "winner", "ranking"):
+        raise ImportFormatError(f"unknown kind {kind!r} (winner, ranking, skip or tie)")
+    if kind == "winner" or (kind is None and ranking is None):
+        if winner is None:
+            raise ImportFormatError("gives no answer: 'winner', 'ranking' or 'kind'")
+        return check_answer(q, winner=winner)
+    if ranking is None:
+        raise ImportFormatError("kind 'ranking' without a 'ranking'")
+    answer = check_answer(q, ranking=ranking)
+    if winner is not None and winner != answer.winner:
+        raise ImportFormatError(f"winner {winner!r} is not the ranking's first entry")
+    return answer
+
+
+def _check_time(value: Any) -> str | None:
+    if value in (None, ""):
+        return None
+    try:
+        datetime.fromisoformat(str(value))
+    except ValueError:
+        raise ImportFormatError(f"answered_at {value!r} is not an ISO 8601 time") from None
+    return str(value)
+
+
+def _parse_csv(text: str, parameters: Sequence[tuple[str, float, float]]) -> list[ImportRecord]:
+    """Group CSV rows into comparisons and check them."""
+    try:
+        rows = list(csv.DictReader(io.StringIO(text)))
+    except csv.Error as err:
+        raise ImportFormatError(f"Malformed CSV: {err}") from None
+    header = set(rows[0]) if rows else set()
+    names = [p[0] for p in parameters]
+    missing = [c for c in ("query_id", "option", *names) if c not in header]
+    if missing:
+        raise ImportFormatError(f"The CSV lacks the columns {missing} (has {sorted(header)}).")
+    if not header & {"winner", "ranking", "kind"}:
+        raise ImportFormatError("The CSV needs a 'winner', 'ranking' or 'kind' column.")
+    key = "answer_id" if "answer_id" in header else "query_id"
+    groups: dict[str, list[tuple[int, dict[str, str]]]] = {}
+    for line, row in enumerate(rows, start=2):
+        if None in row or any(v is None for v in row.values()):
+            raise ImportFormatError(f"CSV line {line} has the wrong number of fields.")
+        if (row.get("retracted_at") or "").strip():
+            continue
+        groups.setdefault(row[key].strip(), []).append((line, row))
+    records = []
+    for i, (gid, group) in enumerate(groups.items()):
+        records.append(_csv_group(i, gid, group, names, parameters))
+    if not records:
+        raise ImportFormatError("No comparisons to import.")
+    return records
+
+
+def _csv_group(
+    i: int,
+    gid: str,
+    group: list[tuple[int, dict[str, str]]],
+    names: list[str],
+    parameters: Sequence[tuple[str, float, float]],
+) -> ImportRecord:
+    """One comparison from the CSV rows sharing an id."""
+    first_line = group[0][0]
+    answer_fields = ("kind", "winner", "ranking", "answered_at")
+    ref = {f: (group[0][1].get(f) or "").strip() for f in answer_fields}
+    options: dict[int, dict[str, str]] = {}
+    for line, row in group:
+        if {f: (row.get(f) or "").strip() for f in answer_fields} != ref:
+            raise ImportFormatError(
+                f"CSV line {line}: the answer differs from line {first_line} of the same query."
+            )
+        try:
+            option = int(row["option"])
+        except ValueError:
+            raise ImportFormatError(
+                f"CSV line {line}: option {row['option']!r} is not an integer."
+            ) from None
+        if option in options:
+            raise ImportFormatError(f"CSV line {line}: option {option} of {gid!r} repeats.")
+        options[option] = {n: row[n] for n in names}
+    if sorted(options) != list(range(len(options))):
+        raise ImportFormatError(
+            f"CSV lines from {first_line}: the options of {gid!r} must be numbered 0..q-1, "
+            f"got {sorted(options)}."
+        )
+    record = {
+        "options": [options[j] for j in range(len(options))],
+        "kind": ref["kind"] or None,
+        "winner": _csv_int(ref["winner"], first_line, "winner"),
+        "ranking": _csv_ranking(ref["ranking"], first_line),
+        "answered_at": ref["answered_at"] or None,
+    }
+    try:
+        return _parse_record(i, record, parameters)
+    except ImportFormatError as err:
+        raise ImportFormatError(f"CSV lines from {first_line} ({gid!r}): {err}") from None
+
+
+def _csv_int(text: str, line: int, what: str) -> int | None:
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ImportFormatError(f"CSV line {line}: {what} {text!r} is not an integer.") from None
+
+
+def _csv_ranking(text: str, line: int) -> list[int] | None:
+    if not text:
+        return None
+    parts = [p for p in re.split(r"[\s,;>]+", text) if p]
+    return [_csv_int(p, line, "ranking entry") for p in parts]
