@@ -158,7 +158,10 @@ class RelativePosterior:
 
 
 def relative_posterior(
-    model: PairwiseLaplaceGP, X: Tensor, reference: Tensor | None = None
+    model: PairwiseLaplaceGP,
+    X: Tensor,
+    reference: Tensor | None = None,
+    chunk_size: int = 512,
 ) -> RelativePosterior:
     r"""Posterior of :math:`g(x) - \bar g_R` at each row of ``X``.
 
@@ -167,10 +170,11 @@ def relative_posterior(
         X: ``t x d`` designs.
         reference: ``r x d`` reference designs whose average utility is subtracted (one row for a
             single reference design). Defaults to the model's datapoints.
+        chunk_size: Designs per joint posterior call (memory grows with
+            ``(chunk_size + r)^2``).
 
     Returns:
-        The :class:`RelativePosterior`; each design's joint posterior with the reference set is
-        computed in one batched call.
+        The :class:`RelativePosterior`.
     """
     if X.dim() != 2:
         raise ValueError(f"X must be t x d, got shape {tuple(X.shape)}.")
@@ -183,18 +187,21 @@ def relative_posterior(
             f"reference must be r x {X.shape[-1]} with r >= 1, got {tuple(reference.shape)}."
         )
     r = reference.shape[0]
-    weights = torch.cat(
-        [
-            torch.ones(1, dtype=X.dtype, device=X.device),
-            torch.full((r,), -1.0 / r, dtype=X.dtype, device=X.device),
-        ]
-    )
-    joint = torch.cat([X.unsqueeze(-2), reference.to(X).expand(X.shape[0], r, -1)], dim=-2)
-    post = model.posterior(joint)
-    mean = post.mean.squeeze(-1) @ weights
-    cov = post.distribution.covariance_matrix
-    variance = (weights @ cov @ weights.unsqueeze(-1)).squeeze(-1)
-    return RelativePosterior(mean=mean.detach(), variance=variance.detach())
+    reference = reference.to(X)
+    weights = torch.full((r,), 1.0 / r, dtype=X.dtype, device=X.device)
+    means, variances = [], []
+    with torch.no_grad():
+        for chunk in X.split(chunk_size):
+            # one joint posterior of the chunk and the reference set
+            post = model.posterior(torch.cat([chunk, reference]))
+            mu = post.mean.squeeze(-1)
+            S = post.distribution.covariance_matrix
+            t = chunk.shape[0]
+            S_xr = S[:t, t:] @ weights
+            level_var = weights @ S[t:, t:] @ weights
+            means.append(mu[:t] - mu[t:] @ weights)
+            variances.append(S.diagonal()[:t] - 2 * S_xr + level_var)
+    return RelativePosterior(mean=torch.cat(means), variance=torch.cat(variances))
 
 
 def plot_comparison_graph(graph: ComparisonGraph, X: Tensor | None = None, ax=None):

@@ -47,7 +47,7 @@ def test_relative_posterior_matches_joint_posterior_algebra():
     model = PairwiseLaplaceGP(X, C)
     Xt = torch.rand(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     R = torch.rand(3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-    rel = relative_posterior(model, Xt, R)
+    rel = relative_posterior(model, Xt, R, chunk_size=3)  # two chunks
     post = model.posterior(torch.cat([Xt, R]))
     mu, S = post.mean.squeeze(-1).detach(), post.covariance_matrix.detach()
     for k in range(4):
