@@ -406,34 +406,32 @@ def find_mode(
 class LaplaceFactors(NamedTuple):
     r"""Everything a posterior call needs, computed once per data set and hyperparameters.
 
-    The predictive covariance is :math:`K_{**} - V^\top V` with
-    :math:`V = L_B^{-1} R\, k(X, X_*)`, where ``R`` is the likelihood's square-root factor
-    (:math:`R^\top R = W`) and :math:`L_B` the Cholesky of :math:`B = I + R K R^\top`.
+    The predictive mean is :math:`k(x, X)\,\alpha` with :math:`\alpha = A^\top G` (so that
+    :math:`\hat f = K\alpha`), and the predictive covariance is :math:`K_{**} - V^\top V` with
+    :math:`V = M\, k(X, X_*)` and :math:`M = L_B^{-1} R`, where ``R`` is a square-root factor of
+    the likelihood curvature (:math:`R^\top R = W`) and :math:`L_B` the Cholesky of
+    :math:`B = I + R K R^\top`. ``M`` is formed once (one triangular solve), so a posterior call
+    costs two kernel evaluations and one matrix product, whatever the batch of test points.
 
     Attributes:
-        pairs: ``B x p x 2`` pairs.
-        G: ``B x p`` pair-space gradient at the mode (the predictive mean is
-            :math:`k(x, X) A^\top G`).
-        sqrt_w: ``B x p`` square roots of the curvatures: :math:`R = \operatorname{diag}
-            (\sqrt w) A` in comparison space.
-        R: ``None`` in comparison space; in design space the ``B x n x n`` triangular factor of
-            the QR decomposition of :math:`\operatorname{diag}(\sqrt w) A`, which has the same
-            :math:`R^\top R = W` with ``n`` rows instead of ``p``.
-        chol_B: Cholesky of :math:`B` (``p x p`` or ``n x n``). No jitter anywhere: the
-            eigenvalues of :math:`B` are at least one.
+        alpha: ``B x n`` representer weights.
+        M: ``B x r x n`` whitened curvature factor (``r = p`` in comparison space, ``n`` in
+            design space).
     """
 
-    pairs: Tensor
-    G: Tensor
-    sqrt_w: Tensor
-    R: Tensor | None
-    chol_B: Tensor
+    alpha: Tensor
+    M: Tensor
 
 
 def laplace_factors(
     likelihood: PairwiseLikelihood, structure: PairStructure, K: Tensor, mode: ModeResult
 ) -> LaplaceFactors:
-    """Factor the Laplace posterior at the mode (no autograd).
+    r"""Factor the Laplace posterior at the mode (no autograd).
+
+    In comparison space :math:`R = \operatorname{diag}(\sqrt w) A` (``p x n``). In design space
+    ``R`` is the triangular factor of the QR decomposition of that matrix: the same
+    :math:`R^\top R = W` with ``n`` rows. Either way :math:`B` has eigenvalues of at least one, so
+    no jitter is needed.
 
     Args:
         likelihood: The pairwise likelihood.
@@ -448,28 +446,25 @@ def laplace_factors(
         _, G, w = aggregate_pairs(likelihood, mode.d, structure)
         sw = w.sqrt()
         pairs = structure.pairs
-        if mode.form == "comparison":
-            _, K_A = pair_gram(K, pairs)
-            return LaplaceFactors(
-                pairs, G, sw, None, torch.linalg.cholesky(_comparison_system(K_A, sw))
-            )
-        B, p, n = pairs.shape[0], pairs.shape[1], K.shape[-1]
-        dense = K.new_zeros(B, p, n)
-        dense.scatter_add_(-1, pairs[..., :1], sw.unsqueeze(-1))
-        dense.scatter_add_(-1, pairs[..., 1:], -sw.unsqueeze(-1))
-        R = torch.linalg.qr(dense, mode="r")[1]
+        Bsz, p, n = pairs.shape[0], pairs.shape[1], K.shape[-1]
+        R = K.new_zeros(Bsz, p, n)
+        R.scatter_add_(-1, pairs[..., :1], sw.unsqueeze(-1))
+        R.scatter_add_(-1, pairs[..., 1:], -sw.unsqueeze(-1))
+        if mode.form == "design":
+            R = torch.linalg.qr(R, mode="r")[1]
         RK = R @ K
-        eye = torch.eye(n, dtype=K.dtype, device=K.device)
-        system = eye + RK @ R.transpose(-1, -2)
-        chol = torch.linalg.cholesky(0.5 * (system + system.transpose(-1, -2)))
-        return LaplaceFactors(pairs, G, sw, R, chol)
+        system = RK @ R.transpose(-1, -2)
+        system = 0.5 * (system + system.transpose(-1, -2))
+        system.diagonal(dim1=-2, dim2=-1).add_(1.0)
+        L_B = torch.linalg.cholesky(system)
+        M = torch.linalg.solve_triangular(L_B, R, upper=False)
+        return LaplaceFactors(_scatter_pairs(G, pairs, n), M)
 
 
 def predictive_terms(factors: LaplaceFactors, K_cross: Tensor) -> tuple[Tensor, Tensor]:
     r"""Predictive mean and the factor ``V`` of the covariance reduction at test designs.
 
-    The covariance of the test designs is :math:`K_{**} - V^\top V`. All test points share one
-    batched triangular solve, whatever their grouping into joint blocks.
+    The covariance of the test designs is :math:`K_{**} - V^\top V`.
 
     Args:
         factors: The cached :class:`LaplaceFactors` (batch ``B``).
@@ -478,10 +473,8 @@ def predictive_terms(factors: LaplaceFactors, K_cross: Tensor) -> tuple[Tensor, 
     Returns:
         ``(mean, V)``: the ``B x t`` mean and the ``B x r x t`` factor.
     """
-    AK = _rows_diff(K_cross, factors.pairs)  # B x p x t
-    mean = (factors.G.unsqueeze(-2) @ AK).squeeze(-2)
-    RK = factors.sqrt_w.unsqueeze(-1) * AK if factors.R is None else factors.R @ K_cross
-    return mean, torch.linalg.solve_triangular(factors.chol_B, RK, upper=False)
+    mean = (factors.alpha.unsqueeze(-2) @ K_cross).squeeze(-2)
+    return mean, factors.M @ K_cross
 
 
 def evidence_with_gradients(

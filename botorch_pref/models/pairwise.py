@@ -578,7 +578,8 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             raise ValueError(
                 f"X has {X.shape[-1]} input dimensions, the model has {self._datapoints.shape[-1]}."
             )
-        self.eval()
+        if self.training:
+            self.eval()
         Xt = self.transform_inputs(X)
         posterior = GPyTorchPosterior(self(Xt))
         if posterior_transform is not None:
@@ -675,6 +676,4 @@ def _pair_keys(structure: laplace.PairStructure, n: int) -> Tensor:
 
 
 def _index_factors(f: laplace.LaplaceFactors, idx: Tensor) -> laplace.LaplaceFactors:
-    return laplace.LaplaceFactors(
-        f.pairs[idx], f.G[idx], f.sqrt_w[idx], None if f.R is None else f.R[idx], f.chol_B[idx]
-    )
+    return laplace.LaplaceFactors(f.alpha[idx], f.M[idx])
