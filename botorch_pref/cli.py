@@ -18,6 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
     from botorch_pref.lfpl.cli import register as register_lfpl
 
     register_lfpl(sub)
+    from botorch_pref.sessions.cli import register as register_sessions
+
+    register_sessions(sub)
     from botorch_pref.demo import register as register_demo
 
     register_demo(sub)

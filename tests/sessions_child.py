@@ -10,6 +10,7 @@ the tests can kill many of them.
 The child prints, each line written with one ``write`` call and flushed at once:
 
 * ``SHOW <label> <query id> <options as JSON>`` when ``ask()`` returned a query;
+* ``ANSWERING <label> <query id>`` just before answering (or undoing);
 * ``ACK <label> <query id> <answer id> <kind> <winner>`` after an answer was committed;
 * ``UNDO <label> <answer id>`` after an answer was retracted;
 * ``LOST <label> <query id> <message>`` when another process answered the query first;
@@ -17,9 +18,10 @@ The child prints, each line written with one ``write`` call and flushed at once:
 
 Command fields: ``seed`` (the simulated user's), ``max_steps``, ``p_skip``, ``p_tie``,
 ``p_undo`` (probabilities of each answer), ``think`` (the most seconds the simulated person
-thinks before answering), and ``barrier`` (a directory: before answering query
-``i`` the child waits for the file ``go_<i>`` there, so that two children answer one query at
-once).
+thinks before answering), ``commit_delay`` (the most seconds to wait before each COMMIT, so that
+kills land inside transactions), ``ack_delay`` (the most seconds between a commit and its
+``ACK``), and ``barrier`` (a directory: before answering query ``i`` the
+child waits for the file ``go_<i>`` there, so that two children answer one query at once).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import time
 import traceback
 
 from botorch_pref.sessions import QueryNotPendingError, Session
+from botorch_pref.sessions.store import Store
 
 
 def emit(text: str) -> None:
@@ -64,6 +67,7 @@ def step(session: Session, label: str, rng: random.Random, cmd: dict) -> None:
     time.sleep(rng.uniform(0.0, cmd.get("think", 0.0)))
     r = rng.random()
     p_skip, p_tie, p_undo = cmd.get("p_skip", 0.0), cmd.get("p_tie", 0.0), cmd.get("p_undo", 0.0)
+    emit(f"ANSWERING {label} {query.id}")
     try:
         if r < p_undo and session.progress().answered > 0:
             undone = session.undo()
@@ -79,7 +83,20 @@ def step(session: Session, label: str, rng: random.Random, cmd: dict) -> None:
     except QueryNotPendingError as err:
         emit(f"LOST {label} {query.id} {err}")
         return
+    time.sleep(rng.uniform(0.0, cmd.get("ack_delay", 0.0)))
     emit(f"ACK {label} {query.id} {answer.id} {answer.kind} {answer.winner}")
+
+
+def slow_commits(rng: random.Random, delay: float) -> None:
+    """Wait up to ``delay`` seconds before each COMMIT, so that kills land inside transactions."""
+    execute = Store._execute
+
+    def slow(self: Store, sql: str, params: tuple = ()) -> object:
+        if sql == "COMMIT":
+            time.sleep(rng.uniform(0.0, delay))
+        return execute(self, sql, params)
+
+    Store._execute = slow
 
 
 def child(cmd: dict) -> None:
@@ -88,6 +105,8 @@ def child(cmd: dict) -> None:
     status = 0
     try:
         rng = random.Random(cmd.get("seed", 0))
+        if cmd.get("commit_delay"):
+            slow_commits(rng, cmd["commit_delay"])
         with Session.open(cmd["db"], cmd["name"]) as session:
             for _ in range(cmd.get("max_steps", 10**6)):
                 step(session, label, rng, cmd)

@@ -204,8 +204,8 @@ class Progress:
         answered: Standing answers to asked queries (choices, skips and ties).
         choices: Standing ``winner`` and ``ranking`` answers (imported ones included); the
             optimiser learns from these.
-        skips: Standing skips.
-        ties: Standing "no preference" answers.
+        skips: Standing skips (imported ones included).
+        ties: Standing "no preference" answers (imported ones included).
         imported: Standing imported answers.
         retracted: Undone answers.
         queries: Queries stored (asked, imported, withdrawn).

@@ -642,15 +642,20 @@ class Store:
         ).fetchone()
         return self._query_row(row)
 
-    def _query_row(self, row: Sequence[Any]) -> QueryRow:
-        designs = self._execute(
-            "SELECT x FROM designs WHERE query_id = ? ORDER BY option", (row[0],)
-        ).fetchall()
+    def _query_row(self, row: Sequence[Any], designs: list[str] | None = None) -> QueryRow:
+        """A :class:`QueryRow` from a ``queries`` row and its designs' JSON (read if not given)."""
+        if designs is None:
+            designs = [
+                d[0]
+                for d in self._execute(
+                    "SELECT x FROM designs WHERE query_id = ? ORDER BY option", (row[0],)
+                ).fetchall()
+            ]
         return QueryRow(
             id=int(row[0]),
             number=int(row[1]),
             source=row[2],
-            designs=tuple(tuple(float(v) for v in json.loads(d[0])) for d in designs),
+            designs=tuple(tuple(float(v) for v in json.loads(d)) for d in designs),
             created_at=row[3],
             first_shown_at=row[4],
             last_shown_at=row[5],
@@ -684,7 +689,14 @@ class Store:
             "withdrawn_at FROM queries WHERE session_id = ? ORDER BY number",
             (session_id,),
         ).fetchall()
-        return [self._query_row(r) for r in rows]
+        designs: dict[int, list[str]] = {}
+        for query_id, x in self._execute(
+            "SELECT d.query_id, d.x FROM designs d JOIN queries q ON q.id = d.query_id "
+            "WHERE q.session_id = ? ORDER BY d.query_id, d.option",
+            (session_id,),
+        ).fetchall():
+            designs.setdefault(int(query_id), []).append(x)
+        return [self._query_row(r, designs.get(int(r[0]), [])) for r in rows]
 
     def _insert_query(
         self, session_id: int, designs: Sequence[Sequence[float]], source: str, now: str
