@@ -414,12 +414,12 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
     def _transformed_train_inputs(self) -> Tensor:
         return self.transform_inputs(self._datapoints)
 
-    def _update_mode(self) -> None:
+    def _update_mode(self, tol: float | None = None) -> None:
         """Find the mode for the current data and hyperparameter values (no autograd)."""
         with torch.no_grad():
             X = self._transformed_train_inputs()
             K = self._flat_K(X)
-        self._set_mode(K, X)
+        self._set_mode(K, X, tol=tol)
 
     def _set_mode(self, K: Tensor, X: Tensor, tol: float | None = None) -> None:
         tol = tol if tol is not None else self._tol
