@@ -339,3 +339,16 @@ def test_cuda_matches_cpu(data):
     fit_gpytorch_mll(mll)
     Xt = torch.rand(100, 2, 2, dtype=torch.float64, device="cuda")
     assert gpu.posterior(Xt).mean.device.type == "cuda"
+
+
+def test_condition_on_observations_after_lazy_set_train_data(data):
+    X, C = data
+    model = PairwiseLaplaceGP(X[:-2], C[(C < 23).all(-1)])
+    model.set_train_data(X, C, update_model=False)
+    cond = model.condition_on_observations(X[:2] + 0.01, torch.tensor([[0, 1]]))
+    fresh = PairwiseLaplaceGP(
+        torch.cat([X, X[:2] + 0.01]),
+        torch.cat([C, torch.tensor([[25, 26]])]),
+        covar_module=copy.deepcopy(model.covar_module),
+    )
+    torch.testing.assert_close(cond.utility, fresh.utility, atol=1e-8, rtol=0)

@@ -642,6 +642,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             [old_C, Y.long().to(old_C.device).expand(*batch, *Y.shape[-2:]) + self.n], dim=-2
         )
         # warm start: old pairs keep their indices, broadcast over the new batch
+        self._ensure_current()
         old_keys = _pair_keys(self._structure, new_X.shape[-2])
         B_old = old_keys.shape[0]
         B_new = math.prod(batch)
