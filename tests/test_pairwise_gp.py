@@ -352,3 +352,12 @@ def test_condition_on_observations_after_lazy_set_train_data(data):
         covar_module=copy.deepcopy(model.covar_module),
     )
     torch.testing.assert_close(cond.utility, fresh.utility, atol=1e-8, rtol=0)
+
+
+def test_posterior_rejects_bad_test_points(data):
+    X, C = data
+    model = PairwiseLaplaceGP(X, C)
+    with pytest.raises(ValueError, match="NaN"):
+        model.posterior(torch.tensor([[0.1, float("nan")]], dtype=torch.float64))
+    with pytest.raises(ValueError, match="input dimensions"):
+        model.posterior(torch.rand(3, 5, dtype=torch.float64))

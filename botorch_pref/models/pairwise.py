@@ -574,6 +574,8 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             raise ValueError("PairwiseLaplaceGP has a single output; output_indices must be [0].")
         if X.dim() < 2:
             raise ValueError(f"X must have shape (batch x) q x d, got {tuple(X.shape)}.")
+        if not bool(torch.isfinite(X).all()):
+            raise ValueError("X contains NaN or infinite values.")
         if self._has_data() and X.shape[-1] != self._datapoints.shape[-1]:
             raise ValueError(
                 f"X has {X.shape[-1]} input dimensions, the model has {self._datapoints.shape[-1]}."
