@@ -474,12 +474,14 @@ def laplace_factors(
         R = K.new_zeros(Bsz, p, n)
         R.scatter_add_(-1, pairs[..., :1], sw.unsqueeze(-1))
         R.scatter_add_(-1, pairs[..., 1:], -sw.unsqueeze(-1))
-        if mode.form == "design":
+        if mode.form == "comparison":
+            # B = I + R K R^T from the O(p^2) gather K_A, as in the Newton iterations
+            system = _comparison_system(pair_gram(K, pairs)[1], sw)
+        else:
             R = torch.linalg.qr(R, mode="r")[1]
-        RK = R @ K
-        system = RK @ R.transpose(-1, -2)
-        system = 0.5 * (system + system.transpose(-1, -2))
-        system.diagonal(dim1=-2, dim2=-1).add_(1.0)
+            system = R @ K @ R.transpose(-1, -2)
+            system = 0.5 * (system + system.transpose(-1, -2))
+            system.diagonal(dim1=-2, dim2=-1).add_(1.0)
         L_B = torch.linalg.cholesky(system)
         M = torch.linalg.solve_triangular(L_B, R, upper=False)
         return LaplaceFactors(_scatter_pairs(G, pairs, n), M)
