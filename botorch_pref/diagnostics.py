@@ -103,6 +103,7 @@ def comparison_graph(model: PairwiseLaplaceGP) -> ComparisonGraph:
         raise ValueError("comparison_graph needs a model with an empty batch shape.")
     n = model.n
     C = model.comparisons
+    C = C[C[:, 0] >= 0]  # drop padding rows
     structure = laplace.merge_pairs(C.unsqueeze(0), n, dtype=model.datapoints.dtype)
     p = int(structure.num_pairs[0])
     edges = structure.pairs[0, :p]

@@ -58,6 +58,7 @@ __all__ = [
     "PairStructure",
     "aggregate_pairs",
     "choose_form",
+    "comparison_log_lik",
     "evidence_with_gradients",
     "find_mode",
     "laplace_factors",
@@ -79,12 +80,16 @@ class PairStructure(NamedTuple):
         comp_pair: ``B x m`` long tensor, the pair of each comparison.
         comp_sign: ``B x m`` tensor, ``+1`` where the comparison's winner is ``pairs[..., 0]``.
         num_pairs: ``B`` long tensor, the number of real pairs of each member.
+        comp_weight: ``B x m`` tensor, ``1`` for a comparison and ``0`` for a padding row
+            (members of a batch with fewer comparisons than others), or ``None`` when no row is
+            padding.
     """
 
     pairs: Tensor
     comp_pair: Tensor
     comp_sign: Tensor
     num_pairs: Tensor
+    comp_weight: Tensor | None = None
 
     @property
     def p(self) -> int:
@@ -97,7 +102,9 @@ def merge_pairs(comparisons: Tensor, n: int, dtype: torch.dtype = torch.float64)
 
     Args:
         comparisons: ``B x m x 2`` integer tensor of (winner, loser) rows; no row may compare a
-            design with itself, and every index must lie in ``[0, n)`` (validated by the model).
+            design with itself, and every index must lie in ``[0, n)`` (validated by the model),
+            except padding rows ``(-1, -1)``, which let members of a batch hold different
+            numbers of comparisons. A padding row is given the null pair ``(0, 0)`` and weight 0.
         n: Number of designs.
         dtype: Floating dtype of the signs.
 
@@ -107,6 +114,11 @@ def merge_pairs(comparisons: Tensor, n: int, dtype: torch.dtype = torch.float64)
     comparisons = comparisons.long()
     B, m = comparisons.shape[0], comparisons.shape[1]
     device = comparisons.device
+    padding = comparisons[..., 0] < 0
+    comp_weight = None
+    if bool(padding.any()):
+        comparisons = comparisons.masked_fill(padding.unsqueeze(-1), 0)
+        comp_weight = (~padding).to(dtype)
     lo = comparisons.min(dim=-1).values
     hi = comparisons.max(dim=-1).values
     member = torch.arange(B, device=device).unsqueeze(-1)
@@ -123,7 +135,11 @@ def merge_pairs(comparisons: Tensor, n: int, dtype: torch.dtype = torch.float64)
     pairs[owner, position, 1] = local % n
     comp_pair = position[inverse].reshape(B, m)
     comp_sign = torch.where(comparisons[..., 0] == lo, 1.0, -1.0).to(dtype)
-    return PairStructure(pairs, comp_pair, comp_sign, counts)
+    if comp_weight is not None:  # the null pair (0, 0) of padding rows is not a real pair
+        slot = torch.arange(pairs.shape[1], device=device)
+        null = (pairs == 0).all(-1) & (slot < counts.unsqueeze(-1))
+        counts = counts - null.sum(-1)
+    return PairStructure(pairs, comp_pair, comp_sign, counts, comp_weight)
 
 
 def pair_gram(K: Tensor, pairs: Tensor) -> tuple[Tensor, Tensor]:
@@ -189,9 +205,22 @@ def aggregate_pairs(
     sign = structure.comp_sign
     delta = sign * d.gather(-1, structure.comp_pair)
     log_p, grad, neg_hess = likelihood.derivatives(delta)
+    weight = structure.comp_weight
+    if weight is not None:
+        log_p, grad, neg_hess = log_p * weight, grad * weight, neg_hess * weight
     G = torch.zeros_like(d).scatter_add(-1, structure.comp_pair, sign * grad)
     w = torch.zeros_like(d).scatter_add(-1, structure.comp_pair, neg_hess)
     return log_p.sum(-1), G, w
+
+
+def comparison_log_lik(
+    likelihood: PairwiseLikelihood, d: Tensor, structure: PairStructure
+) -> Tensor:
+    """Log-likelihood (``B``) of the comparisons at pair differences ``d`` (``B x p``)."""
+    log_p = likelihood.log_prob(structure.comp_sign * d.gather(-1, structure.comp_pair))
+    if structure.comp_weight is not None:
+        log_p = log_p * structure.comp_weight
+    return log_p.sum(-1)
 
 
 def choose_form(n: int, p: int) -> Form:
@@ -269,7 +298,10 @@ def _net_wins_guess(structure: PairStructure, K: Tensor) -> Tensor:
     """
     B, n = K.shape[0], K.shape[-1]
     pair_wins = torch.zeros(B, structure.p, dtype=K.dtype, device=K.device)
-    pair_wins = pair_wins.scatter_add(-1, structure.comp_pair, structure.comp_sign)
+    votes = structure.comp_sign
+    if structure.comp_weight is not None:
+        votes = votes * structure.comp_weight
+    pair_wins = pair_wins.scatter_add(-1, structure.comp_pair, votes)
     net = _scatter_pairs(pair_wins, structure.pairs, n)
     net = (net - net.mean(-1, keepdim=True)) / net.std(-1, keepdim=True).clamp_min(1e-12)
     scale = K.diagonal(dim1=-2, dim2=-1).mean(-1, keepdim=True).sqrt()
@@ -365,8 +397,7 @@ def find_mode(
                 f = to_f(coef)
                 d = _pair_diff(f, pairs)
                 quad = (coef * f).sum(-1)
-            log_lik = likelihood.log_prob(structure.comp_sign * d.gather(-1, structure.comp_pair))
-            return _State(coef, d, log_lik.sum(-1), quad)
+            return _State(coef, d, comparison_log_lik(likelihood, d, structure), quad)
 
         def newton_target(d: Tensor) -> Tensor:
             _, G, w = aggregate_pairs(likelihood, d, structure)

@@ -177,14 +177,19 @@ def _validate(datapoints: Tensor, comparisons: Tensor) -> tuple[Tensor, Tensor]:
     elif comparisons.dtype == torch.bool or comparisons.is_complex():
         raise PreferenceDataError(f"comparisons must be integers, got {comparisons.dtype}.")
     comparisons = comparisons.long()
-    low, high = int(comparisons.min()), int(comparisons.max())
+    padding = (comparisons == -1).all(-1)
+    real = comparisons[~padding]
+    if real.numel() == 0:
+        raise PreferenceDataError("comparisons hold only padding rows (-1, -1): no answer at all.")
+    low, high = int(real.min()), int(real.max())
     if low < 0 or high >= n:
         raise PreferenceDataError(
             f"comparison indices must lie in [0, {n - 1}] (n = {n} datapoints); found "
-            f"{low if low < 0 else high}."
+            f"{low if low < 0 else high} (only whole rows (-1, -1) may mark padding)."
         )
-    if bool((comparisons[..., 0] == comparisons[..., 1]).any()):
-        rows = (comparisons[..., 0] == comparisons[..., 1]).nonzero()[:3].tolist()
+    same = (comparisons[..., 0] == comparisons[..., 1]) & ~padding
+    if bool(same.any()):
+        rows = same.nonzero()[:3].tolist()
         raise PreferenceDataError(
             f"a comparison compares a design with itself (winner == loser) at {rows}."
         )
@@ -218,7 +223,10 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
     Args:
         datapoints: ``batch_shape x n x d`` designs, or ``None`` for a prior-only model.
         comparisons: ``batch_shape x m x 2`` integer rows ``(winner, loser)`` indexing
-            ``datapoints``, or ``None`` for a prior-only model.
+            ``datapoints``, or ``None`` for a prior-only model. Rows ``(-1, -1)`` are padding:
+            with them (and any finite designs that no comparison refers to as padding of
+            ``datapoints``) the members of a batch can hold data sets of different sizes. Padding
+            changes no member's posterior or evidence.
         likelihood: A :class:`~botorch_pref.likelihoods.PairwiseLikelihood`; default
             :class:`~botorch_pref.likelihoods.PairwiseProbit` (``P = Phi(delta / sqrt 2)``).
         covar_module: A kernel; default :func:`default_covar_module`.
