@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from botorch_pref.likelihoods import plackett_luce_stages
+
 __all__ = ["gumbel_rankings", "plackett_luce_nll"]
 
 
@@ -98,10 +100,9 @@ def plackett_luce_nll(
         # Pairs (the implicit-feedback case): -log sigmoid(s_1 - s_2), the same value, faster.
         nll = torch.nn.functional.softplus(scores[..., 1] - scores[..., 0])
         return _reduce(nll, weights, reduction, validate)
-    tail_lse = torch.logcumsumexp(scores.flip(-1), dim=-1).flip(-1)
-    counted = positions < n_stages.unsqueeze(-1)
-    stage_nll = torch.where(counted, tail_lse - scores, torch.zeros_like(scores))
-    return _reduce(stage_nll.sum(dim=-1), weights, reduction, validate)
+    # The stage computation is shared with the GP's Ranking likelihood.
+    stage_log_prob, _ = plackett_luce_stages(scores, n_stages)
+    return _reduce(-stage_log_prob.sum(dim=-1), weights, reduction, validate)
 
 
 def _reduce(nll: Tensor, weights: Tensor | None, reduction: str, validate: bool) -> Tensor:

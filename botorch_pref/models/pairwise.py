@@ -31,7 +31,6 @@ from copy import deepcopy
 from typing import Any
 
 import torch
-from botorch.exceptions.errors import InputDataError
 from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
 from botorch.posteriors.gpytorch import GPyTorchPosterior
@@ -44,7 +43,9 @@ from gpytorch.priors import GammaPrior, LogNormalPrior
 from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 
+from botorch_pref.data.preferences import PreferenceData, PreferenceDataError
 from botorch_pref.inference import laplace
+from botorch_pref.inference import observations as obs_engine
 from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit
 
 __all__ = [
@@ -53,10 +54,6 @@ __all__ = [
     "default_covar_module",
     "make_covar_module",
 ]
-
-
-class PreferenceDataError(ValueError, InputDataError):
-    """Invalid preference data: raised with a message naming the problem."""
 
 
 def default_covar_module(
@@ -144,10 +141,23 @@ def make_covar_module(
     )
 
 
-def _validate(datapoints: Tensor, comparisons: Tensor) -> tuple[Tensor, Tensor]:
-    """Check shapes, dtypes and values of the data; return them (comparisons as long)."""
+def _validate(
+    datapoints: Tensor, comparisons: Tensor | PreferenceData
+) -> tuple[Tensor, Tensor | PreferenceData]:
+    """Check shapes, dtypes and values of the data; return them (comparisons as long).
+
+    :class:`PreferenceData` holding pairs only comes back as its ``m x 2`` tensor, so that
+    pairwise data always take the pairwise code path.
+    """
+    if isinstance(comparisons, PreferenceData):
+        if comparisons.is_pairwise:
+            comparisons = comparisons.as_comparisons()
+        else:
+            return _validate_general(datapoints, comparisons)
     if not torch.is_tensor(datapoints) or not torch.is_tensor(comparisons):
-        raise PreferenceDataError("datapoints and comparisons must be torch tensors.")
+        raise PreferenceDataError(
+            "datapoints must be a torch tensor and comparisons a tensor or PreferenceData."
+        )
     if datapoints.dtype not in (torch.float32, torch.float64):
         raise PreferenceDataError(f"datapoints must be float32 or float64, got {datapoints.dtype}.")
     if datapoints.dim() < 2:
@@ -203,6 +213,34 @@ def _validate(datapoints: Tensor, comparisons: Tensor) -> tuple[Tensor, Tensor]:
     return datapoints, comparisons
 
 
+def _validate_datapoints(datapoints: Tensor) -> None:
+    if not torch.is_tensor(datapoints):
+        raise PreferenceDataError("datapoints must be a torch tensor.")
+    if datapoints.dtype not in (torch.float32, torch.float64):
+        raise PreferenceDataError(f"datapoints must be float32 or float64, got {datapoints.dtype}.")
+    if datapoints.dim() < 2 or datapoints.shape[-2] < 2 or datapoints.shape[-1] < 1:
+        raise PreferenceDataError(
+            f"datapoints must have shape (batch x) n x d with n >= 2 and d >= 1, got "
+            f"{tuple(datapoints.shape)}."
+        )
+    if not bool(torch.isfinite(datapoints).all()):
+        raise PreferenceDataError("datapoints contain NaN or infinite values.")
+
+
+def _validate_general(datapoints: Tensor, data: PreferenceData) -> tuple[Tensor, PreferenceData]:
+    """Validate designs and general (non-pairwise) preference data."""
+    _validate_datapoints(datapoints)
+    data.validate(datapoints.shape[-2])
+    try:
+        torch.broadcast_shapes(datapoints.shape[:-2], data.batch_shape)
+    except RuntimeError as err:
+        raise PreferenceDataError(
+            f"batch shapes of datapoints {tuple(datapoints.shape[:-2])} and the preference data "
+            f"{tuple(data.batch_shape)} do not broadcast."
+        ) from err
+    return datapoints, data
+
+
 class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
     r"""Preference GP with a pairwise likelihood and the Laplace approximation.
 
@@ -226,9 +264,20 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             ``datapoints``, or ``None`` for a prior-only model. Rows ``(-1, -1)`` are padding:
             with them (and any finite designs that no comparison refers to as padding of
             ``datapoints``) the members of a batch can hold data sets of different sizes. Padding
-            changes no member's posterior or evidence.
+            changes no member's posterior or evidence. Or a
+            :class:`~botorch_pref.data.PreferenceData` with choices among ``q`` options,
+            rankings and ties as well as pairs: a q-option answer is recorded as
+            ``data.add_choice(option_indices, chosen=index)`` (or ``add_ranking(options,
+            order)``), a "no preference" answer as ``data.add_tie(i, j)``, all indexing the
+            rows of ``datapoints``. Pair-only ``PreferenceData`` takes exactly the pairwise code
+            path; other data take the general engine
+            (:mod:`botorch_pref.inference.observations`).
         likelihood: A :class:`~botorch_pref.likelihoods.PairwiseLikelihood`; default
             :class:`~botorch_pref.likelihoods.PairwiseProbit` (``P = Phi(delta / sqrt 2)``).
+            It must model every observation kind in the data: ties need a ``tie_threshold``,
+            choices :class:`~botorch_pref.likelihoods.Choice`, rankings
+            :class:`~botorch_pref.likelihoods.Ranking` (otherwise a ``PreferenceDataError``
+            names the kind).
         covar_module: A kernel; default :func:`default_covar_module`.
         input_transform: An optional BoTorch input transform, applied to datapoints and to test
             points.
@@ -243,7 +292,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
     def __init__(
         self,
         datapoints: Tensor | None,
-        comparisons: Tensor | None,
+        comparisons: Tensor | PreferenceData | None,
         likelihood: PairwiseLikelihood | None = None,
         covar_module: Kernel | None = None,
         input_transform: InputTransform | None = None,
@@ -270,9 +319,10 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         self._tol = tol
         self._max_iter = int(max_iter)
         self._datapoints: Tensor | None = None
-        self._comparisons: Tensor | None = None
+        self._comparisons: Tensor | PreferenceData | None = None
         self._reset_state()
-        self._warm: tuple[Tensor, Tensor] | None = None  # (pair keys, beta) for warm starts
+        # (pair keys, beta) or (flat observation options, beta) for warm starts
+        self._warm: tuple[Tensor, Tensor] | None = None
         if datapoints is not None:
             datapoints, comparisons = _validate(datapoints, comparisons)
             self._set_data(datapoints, comparisons)
@@ -296,7 +346,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
 
     # ------------------------------------------------------------------ data
     def _reset_state(self) -> None:
-        self._structure: laplace.PairStructure | None = None
+        self._structure: laplace.PairStructure | obs_engine.ObservationStructure | None = None
         self._mode: laplace.ModeResult | None = None
         self._factors: laplace.LaplaceFactors | None = None
         self._snapshot: Tensor | None = None
@@ -304,7 +354,10 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         self._loose = False  # mode found at the looser fitting tolerance
         self._K: Tensor | None = None  # flat-batch prior covariance at the mode's hyperparameters
 
-    def _set_data(self, datapoints: Tensor, comparisons: Tensor) -> None:
+    def _set_data(self, datapoints: Tensor, comparisons: Tensor | PreferenceData) -> None:
+        if isinstance(comparisons, PreferenceData):
+            self._set_general_data(datapoints, comparisons)
+            return
         batch = torch.broadcast_shapes(datapoints.shape[:-2], comparisons.shape[:-2])
         datapoints = datapoints.expand(*batch, *datapoints.shape[-2:])
         comparisons = comparisons.to(datapoints.device).expand(*batch, *comparisons.shape[-2:])
@@ -318,10 +371,38 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         self._structure = laplace.merge_pairs(
             comparisons.reshape(-1, *comparisons.shape[-2:]), n, dtype=datapoints.dtype
         )
-        if old_structure is not None and old_mode is not None:
+        if isinstance(old_structure, laplace.PairStructure) and old_mode is not None:
             self._warm = (_pair_keys(old_structure, n), old_mode.beta)
         else:
             self._warm = None
+
+    def _set_general_data(self, datapoints: Tensor, data: PreferenceData) -> None:
+        try:
+            self.likelihood.check_kinds(data.kinds_present)
+        except ValueError as err:
+            raise PreferenceDataError(str(err)) from err
+        batch = torch.broadcast_shapes(datapoints.shape[:-2], data.batch_shape)
+        datapoints = datapoints.expand(*batch, *datapoints.shape[-2:])
+        data = data.to(datapoints.device).expand(*batch)
+        old_structure = self._structure
+        old_mode = self._mode
+        self._datapoints, self._comparisons = datapoints, data
+        self.train_inputs = (datapoints,)
+        self.train_targets = data.options
+        self._reset_state()
+        flat = data.reshape(-1)
+        self._structure = obs_engine.build_observations(flat.options, flat.kind, flat.n_stages)
+        if isinstance(old_structure, obs_engine.ObservationStructure) and old_mode is not None:
+            self._warm = (_observation_rows(old_structure), old_mode.beta)
+        else:
+            self._warm = None
+
+    @property
+    def _engine(self):
+        """The inference module for the data: the pairwise engine or the general one."""
+        if isinstance(self._structure, obs_engine.ObservationStructure):
+            return obs_engine
+        return laplace
 
     def set_train_data(
         self,
@@ -338,7 +419,8 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
 
         Args:
             datapoints: ``batch_shape x n x d`` designs (``None`` keeps the current ones).
-            comparisons: ``batch_shape x m x 2`` comparisons (``None`` keeps the current ones).
+            comparisons: ``batch_shape x m x 2`` comparisons or a
+                :class:`~botorch_pref.data.PreferenceData` (``None`` keeps the current ones).
             strict: Accepted for compatibility with GPyTorch; shapes may change either way.
             update_model: Find the new mode now (otherwise on first use).
         """
@@ -368,9 +450,19 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         return self._datapoints
 
     @property
-    def comparisons(self) -> Tensor | None:
-        """The ``batch_shape x m x 2`` comparisons (winner, loser) as a long tensor."""
+    def comparisons(self) -> Tensor | PreferenceData | None:
+        """The ``batch_shape x m x 2`` comparisons (winner, loser) as a long tensor.
+
+        For data with choices, rankings or ties, the :class:`~botorch_pref.data.PreferenceData`.
+        """
         return self._comparisons
+
+    @property
+    def preference_data(self) -> PreferenceData | None:
+        """The data as a :class:`~botorch_pref.data.PreferenceData` (pairs included)."""
+        if self._comparisons is None or isinstance(self._comparisons, PreferenceData):
+            return self._comparisons
+        return PreferenceData.from_comparisons(self._comparisons)
 
     @property
     def num_outputs(self) -> int:
@@ -433,7 +525,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         tol = tol if tol is not None else self._tol
         beta0 = self._warm_beta()
         d0 = self._mode.d if self._mode is not None else None
-        mode = laplace.find_mode(
+        mode = self._engine.find_mode(
             self.likelihood,
             self._structure,
             K,
@@ -464,6 +556,8 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             return self._mode.beta
         if self._warm is None:
             return None
+        if isinstance(structure, obs_engine.ObservationStructure):
+            return _warm_rows(self._warm, structure)
         old_keys, old_beta = self._warm
         new_keys = _pair_keys(structure, self.n)
         B = new_keys.shape[0]
@@ -503,7 +597,9 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         # A looser tolerance suffices here: the Newton step below squares the mode's error, and
         # the first posterior call polishes the mode to the full tolerance.
         self._set_mode(K.detach(), X, tol=self._tol or laplace.fit_tolerance(K.dtype))
-        log_z, _ = laplace.evidence_with_gradients(self.likelihood, self._structure, K, self._mode)
+        log_z, _ = self._engine.evidence_with_gradients(
+            self.likelihood, self._structure, K, self._mode
+        )
         return log_z.reshape(self.batch_shape)
 
     # -------------------------------------------------------------- predict
@@ -523,7 +619,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         T = math.prod(lead)
         Bp = math.prod(model_part)
         if self._factors is None:
-            self._factors = laplace.laplace_factors(
+            self._factors = self._engine.laplace_factors(
                 self.likelihood, self._structure, self._K, self._mode
             )
         factors = self._factors
@@ -646,6 +742,8 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             return new_model
         batch = torch.broadcast_shapes(Y.shape[:-2], X.shape[:-2], self.batch_shape)
         old_X = self._datapoints.expand(*batch, *self._datapoints.shape[-2:])
+        if isinstance(self._comparisons, PreferenceData):
+            return self._condition_general(new_model, batch, old_X, X, Y)
         old_C = self._comparisons.expand(*batch, *self._comparisons.shape[-2:])
         new_X = torch.cat([old_X, X.to(old_X).expand(*batch, *X.shape[-2:])], dim=-2)
         new_C = torch.cat(
@@ -668,6 +766,34 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         new_model._update_mode()
         return new_model
 
+    def _condition_general(
+        self, new_model: PairwiseLaplaceGP, batch: torch.Size, old_X: Tensor, X: Tensor, Y: Tensor
+    ) -> PairwiseLaplaceGP:
+        """:meth:`condition_on_observations` for general data: pairs ``Y`` are appended."""
+        new_X = torch.cat([old_X, X.to(old_X).expand(*batch, *X.shape[-2:])], dim=-2)
+        old_data = self._comparisons.expand(*batch)
+        Yd = PreferenceData.from_comparisons(
+            Y.long().to(old_data.device).expand(*batch, *Y.shape[-2:])
+        )
+        new_data = PreferenceData.cat([old_data, Yd.shift(self.n)])
+        self._ensure_current()
+        rows = _observation_rows(self._structure)
+        beta = self._mode.beta.reshape(*rows.shape[:-1])
+        B_new = math.prod(batch)
+        if rows.shape[0] not in (1, B_new):
+            rows = rows.reshape(*self.batch_shape, *rows.shape[1:]).expand(*batch, *rows.shape[1:])
+            beta = beta.reshape(*self.batch_shape, *beta.shape[1:]).expand(*batch, *beta.shape[1:])
+            rows, beta = (
+                rows.reshape(B_new, *rows.shape[-3:]),
+                beta.reshape(B_new, *beta.shape[-2:]),
+            )
+        new_model._mode = None
+        new_model._structure = None
+        new_model.set_train_data(new_X, new_data, update_model=False)
+        new_model._warm = (rows, beta.reshape(beta.shape[0], -1))
+        new_model._update_mode()
+        return new_model
+
     def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False):
         """Load hyperparameters; the mode is recomputed on next use."""
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
@@ -684,6 +810,36 @@ def _pair_keys(structure: laplace.PairStructure, n: int) -> Tensor:
     pairs = structure.pairs
     keys = pairs[..., 0] * n + pairs[..., 1]
     return torch.where(keys == 0, n * n, keys)
+
+
+def _observation_rows(structure: obs_engine.ObservationStructure) -> Tensor:
+    """The rows of general observations as ``B x m x (Q-1) x 2``."""
+    B, m = structure.kind.shape
+    return structure.rows.reshape(B, m, structure.width, 2)
+
+
+def _warm_rows(
+    warm: tuple[Tensor, Tensor], structure: obs_engine.ObservationStructure
+) -> Tensor | None:
+    """Row coefficients for the new observations from the old ones where they are a prefix.
+
+    Observations are appended (as :meth:`PairwiseLaplaceGP.condition_on_observations` does): the
+    first ``m_old`` observations keep their rows and coefficients, new rows start at zero.
+    """
+    old_rows, old_beta = warm
+    new_rows = _observation_rows(structure)
+    B, m, w = new_rows.shape[:3]
+    if old_rows.shape[0] == 1 and B > 1:
+        old_rows = old_rows.expand(B, *old_rows.shape[1:])
+        old_beta = old_beta.expand(B, -1)
+    Bo, mo, wo = old_rows.shape[:3]
+    if Bo != B or mo > m or wo > w:
+        return None
+    if not torch.equal(new_rows[:, :mo, :wo], old_rows.to(new_rows.device)):
+        return None
+    beta0 = old_beta.new_zeros(B, m, w)
+    beta0[:, :mo, :wo] = old_beta.reshape(B, mo, wo)
+    return beta0.reshape(B, -1)
 
 
 def _index_factors(f: laplace.LaplaceFactors, idx: Tensor) -> laplace.LaplaceFactors:

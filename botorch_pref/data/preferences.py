@@ -1,0 +1,473 @@
+r"""A container for mixed preference answers: pairs, choices among q options, rankings, ties.
+
+:class:`PreferenceData` records what people answered about designs known by their row index in
+the model's ``datapoints``. Every answer is one *observation*, a row of options listed best
+first:
+
+==============================  ===================================  =========  ==========
+answer                          recorded as                          kind       n_stages
+==============================  ===================================  =========  ==========
+"v beat u"                      ``add_comparison(v, u)``: ``[v, u]``  ``PAIR``   1
+picked ``c`` among ``q > 2``    ``add_choice(options, c)``:          ``CHOICE`` 1
+                                ``[c, others...]``
+ranked ``q`` options            ``add_ranking(options, order)``:     ``RANKING`` ``q - 1``
+                                ``order`` (best first)
+top-k of ``q`` options          ``add_ranking(options, order,        ``RANKING`` ``k``
+                                top_k=k)``: ``[order[:k], rest...]``
+"no preference" between i, j    ``add_tie(i, j)``: ``[i, j]``        ``TIE``     0
+==============================  ===================================  =========  ==========
+
+A choice between two options and a ranking of two options are stored as the pair they are;
+a top-1 ranking of ``q > 2`` options is a choice. In tensor form (:attr:`options`,
+:attr:`kind`, :attr:`n_stages`) rows are padded with ``-1`` to the largest option count ``Q``;
+a row of ``-1`` only is a padding observation (it lets the members of a batch hold different
+numbers of answers, like the ``(-1, -1)`` rows of pairwise comparisons).
+
+Example (a qEUBO round with ``q = 4`` and a "no preference" answer):
+
+    >>> data = PreferenceData.from_comparisons(torch.tensor([[0, 1]]))
+    >>> data.add_choice([2, 3, 4, 5], chosen=4)      # the person picked design 4
+    >>> data.add_ranking([2, 3, 4, 5], order=[5, 2, 3, 4])
+    >>> data.add_tie(0, 2)
+    >>> model = PairwiseLaplaceGP(X, data, likelihood=...)
+
+The likelihood must model every kind present: pairs and ties need
+``PairwiseProbit(tie_threshold=...)`` or ``PairwiseLogit(tie_threshold=...)``; choices need
+:class:`~botorch_pref.likelihoods.Choice`, rankings :class:`~botorch_pref.likelihoods.Ranking`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+from botorch.exceptions.errors import InputDataError
+from torch import Tensor
+
+from botorch_pref.likelihoods import ObservationKind
+
+__all__ = ["ObservationKind", "PreferenceData", "PreferenceDataError"]
+
+
+class PreferenceDataError(ValueError, InputDataError):
+    """Invalid preference data: raised with a message naming the problem."""
+
+
+def _index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
+    if torch.is_tensor(values):
+        if values.is_floating_point():
+            if not bool(torch.isfinite(values).all()) or not bool((values == values.round()).all()):
+                raise PreferenceDataError(f"{name} must hold integer design indices.")
+        values = values.reshape(-1).tolist()
+    try:
+        out = [int(v) for v in values]
+    except (TypeError, ValueError) as err:
+        raise PreferenceDataError(f"{name} must be a sequence of integer design indices.") from err
+    if any(v != w for v, w in zip(out, values, strict=True)):
+        raise PreferenceDataError(f"{name} must hold integer design indices, got {list(values)}.")
+    if any(v < 0 for v in out):
+        raise PreferenceDataError(f"{name} must hold non-negative design indices, got {out}.")
+    if len(set(out)) != len(out):
+        raise PreferenceDataError(f"{name} lists a design more than once: {out}.")
+    return out
+
+
+class PreferenceData:
+    r"""Mixed preference observations over designs indexed ``0 .. n-1`` (see module docstring).
+
+    The tensor form the Laplace engine uses:
+
+    * :attr:`options`: ``batch_shape x m x Q`` long, each row best first, ``-1`` padding.
+    * :attr:`kind`: ``batch_shape x m`` long, :class:`~botorch_pref.likelihoods.ObservationKind`.
+    * :attr:`n_stages`: ``batch_shape x m`` long, ranked stages (1 for a pair or a choice,
+      ``k`` for a top-k ranking, 0 for a tie and for padding).
+
+    The ``add_*`` methods append one answer in place (unbatched data only) and return ``self``,
+    so calls chain. :meth:`cat` and :meth:`extend` join data sets (widening ``Q`` as needed).
+
+    Args:
+        options: ``batch_shape x m x Q`` integer tensor, or ``None`` for empty data.
+        kind: ``batch_shape x m`` kinds (default: every row a ``PAIR``, which needs ``Q = 2``).
+        n_stages: ``batch_shape x m`` stages (default: 1 for pairs and choices, ``q - 1`` for
+            rankings, 0 for ties and padding).
+    """
+
+    def __init__(
+        self,
+        options: Tensor | None = None,
+        kind: Tensor | None = None,
+        n_stages: Tensor | None = None,
+    ) -> None:
+        if options is None:
+            if kind is not None or n_stages is not None:
+                raise PreferenceDataError("kind and n_stages need options.")
+            options = torch.empty(0, 2, dtype=torch.long)
+        if not torch.is_tensor(options):
+            options = torch.as_tensor(options)
+        if options.is_floating_point():
+            if not bool(torch.isfinite(options).all()) or not bool(
+                (options == options.round()).all()
+            ):
+                raise PreferenceDataError("options must hold integer design indices.")
+        elif options.dtype == torch.bool or options.is_complex():
+            raise PreferenceDataError(f"options must be integers, got {options.dtype}.")
+        options = options.long()
+        if options.dim() < 2 or options.shape[-1] < 2:
+            raise PreferenceDataError(
+                f"options must have shape (batch x) m x Q with Q >= 2, got {tuple(options.shape)}."
+            )
+        padding = (options < 0).all(-1)
+        q = (options >= 0).sum(-1)
+        if kind is None:
+            if options.shape[-1] != 2:
+                raise PreferenceDataError("kind is required when rows hold more than two options.")
+            kind = torch.full(options.shape[:-1], int(ObservationKind.PAIR), device=options.device)
+        kind = torch.as_tensor(kind, device=options.device).long()
+        if kind.shape != options.shape[:-1]:
+            raise PreferenceDataError(
+                f"kind must have shape {tuple(options.shape[:-1])}, got {tuple(kind.shape)}."
+            )
+        if n_stages is None:
+            n_stages = torch.where(
+                kind == ObservationKind.RANKING,
+                q - 1,
+                torch.where(kind == ObservationKind.TIE, 0, 1),
+            )
+            n_stages = torch.where(padding, 0, n_stages)
+        n_stages = torch.as_tensor(n_stages, device=options.device).long()
+        if n_stages.shape != options.shape[:-1]:
+            raise PreferenceDataError(
+                f"n_stages must have shape {tuple(options.shape[:-1])}, got "
+                f"{tuple(n_stages.shape)}."
+            )
+        self._options, self._kind, self._n_stages = options, kind, n_stages
+        self._check()
+
+    # ------------------------------------------------------------ validation
+    def _check(self) -> None:
+        options, kind, stages = self._options, self._kind, self._n_stages
+        if options.numel() == 0:
+            return
+        real = options >= 0
+        padding = ~real.any(-1)
+        if bool((options < -1).any()):
+            raise PreferenceDataError("options must be design indices >= 0 or -1 (padding).")
+        # real options first, then padding
+        if bool((real[..., 1:] & ~real[..., :-1]).any()):
+            raise PreferenceDataError("options rows must list designs first, then -1 padding.")
+        q = real.sum(-1)
+        known = torch.tensor([int(k) for k in ObservationKind], device=kind.device)
+        if not bool(torch.isin(kind, known).all()):
+            raise PreferenceDataError(f"kind values must be in {known.tolist()} (ObservationKind).")
+        real_obs = ~padding
+        if bool((real_obs & (q < 2)).any()):
+            raise PreferenceDataError("every observation needs at least two options.")
+        two = (kind == ObservationKind.PAIR) | (kind == ObservationKind.TIE)
+        if bool((real_obs & two & (q != 2)).any()):
+            raise PreferenceDataError("PAIR and TIE observations must have exactly two options.")
+        if bool((real_obs & (kind == ObservationKind.CHOICE) & (q < 3)).any()):
+            raise PreferenceDataError(
+                "a CHOICE between two options must be recorded as a PAIR (winner, loser)."
+            )
+        sorted_opts = options.sort(-1).values
+        dup = (sorted_opts[..., 1:] == sorted_opts[..., :-1]) & (sorted_opts[..., 1:] >= 0)
+        if bool(dup.any()):
+            rows = dup.any(-1).nonzero()[:3].tolist()
+            raise PreferenceDataError(
+                f"an observation lists a design more than once (e.g. a comparison of a design "
+                f"with itself) at {rows}."
+            )
+        lo = torch.where(kind == ObservationKind.TIE, 0, 1)
+        hi = torch.where(kind == ObservationKind.TIE, 0, (q - 1).clamp_min(1))
+        lo = torch.where(kind == ObservationKind.RANKING, 1, lo)
+        hi = torch.where((kind == ObservationKind.PAIR) | (kind == ObservationKind.CHOICE), 1, hi)
+        bad = real_obs & ((stages < lo) | (stages > hi))
+        if bool(bad.any()):
+            raise PreferenceDataError(
+                "n_stages out of range (1 for a pair or choice, 1..q-1 for a ranking, 0 for a "
+                f"tie) at {bad.nonzero()[:3].tolist()}."
+            )
+
+    def validate(self, n: int) -> None:
+        """Check that every index lies in ``[0, n)`` and that there is at least one answer.
+
+        Args:
+            n: Number of designs.
+
+        Raises:
+            PreferenceDataError: naming the problem.
+        """
+        if self.num_observations == 0 or bool((self._options[..., 0] < 0).all()):
+            raise PreferenceDataError(
+                "the preference data hold no answer (only padding rows): a model needs one."
+            )
+        high = int(self._options.max())
+        if high >= n:
+            raise PreferenceDataError(
+                f"option indices must lie in [0, {n - 1}] (n = {n} datapoints); found {high}."
+            )
+
+    # ---------------------------------------------------------- constructors
+    @classmethod
+    def from_comparisons(cls, comparisons: Tensor) -> PreferenceData:
+        """Pairwise comparisons ``(batch x) m x 2`` of (winner, loser); ``(-1, -1)`` pads.
+
+        Args:
+            comparisons: Integer tensor of (winner, loser) rows.
+
+        Returns:
+            The data, every row a ``PAIR``.
+        """
+        comparisons = torch.as_tensor(comparisons)
+        if comparisons.dim() < 2 or comparisons.shape[-1] != 2:
+            raise PreferenceDataError(
+                "comparisons must have shape (batch x) m x 2 of (winner, loser) rows, got "
+                f"{tuple(comparisons.shape)}."
+            )
+        if comparisons.is_floating_point() or comparisons.dtype == torch.bool:
+            cls(comparisons)  # validates the values and raises
+        c = comparisons.long()
+        padding = (c == -1).all(-1)
+        if bool(((c < 0) & ~padding.unsqueeze(-1)).any()):
+            raise PreferenceDataError(
+                "comparison indices must be >= 0 (only whole rows (-1, -1) may mark padding)."
+            )
+        return cls(c)
+
+    def _append(self, row: list[int], kind: ObservationKind, stages: int) -> PreferenceData:
+        if len(self.batch_shape) > 0:
+            raise PreferenceDataError("add_* methods need unbatched data (options m x Q).")
+        Q = max(self.max_options, len(row))
+        opts = torch.full((1, Q), -1, dtype=torch.long, device=self.device)
+        opts[0, : len(row)] = torch.tensor(row, dtype=torch.long)
+        new = PreferenceData(
+            opts,
+            torch.tensor([int(kind)], device=self.device),
+            torch.tensor([stages], device=self.device),
+        )
+        joined = PreferenceData.cat([self, new])
+        self._options, self._kind, self._n_stages = joined.options, joined.kind, joined.n_stages
+        return self
+
+    def add_comparison(self, winner: int, loser: int) -> PreferenceData:
+        """Append "``winner`` beat ``loser``" (a ``PAIR``). Returns ``self``."""
+        row = _index_list([winner, loser], "a comparison")
+        return self._append(row, ObservationKind.PAIR, 1)
+
+    def add_choice(self, options: Sequence[int] | Tensor, chosen: int) -> PreferenceData:
+        """Append "``chosen`` was picked as the best of ``options``".
+
+        Args:
+            options: The designs shown (distinct indices, ``q >= 2``), in any order.
+            chosen: The design picked: an element of ``options`` (a design index, not a
+                position).
+
+        Returns:
+            ``self``. A choice between two options is stored as the pair it is.
+        """
+        opts = _index_list(options, "options")
+        if len(opts) < 2:
+            raise PreferenceDataError(f"a choice needs at least two options, got {opts}.")
+        chosen = int(chosen)
+        if chosen not in opts:
+            raise PreferenceDataError(f"chosen design {chosen} is not one of the options {opts}.")
+        row = [chosen] + [o for o in opts if o != chosen]
+        kind = ObservationKind.PAIR if len(row) == 2 else ObservationKind.CHOICE
+        return self._append(row, kind, 1)
+
+    def add_ranking(
+        self,
+        options: Sequence[int] | Tensor,
+        order: Sequence[int] | Tensor,
+        top_k: int | None = None,
+    ) -> PreferenceData:
+        """Append a full or top-k ranking of ``options``.
+
+        Args:
+            options: The designs shown (distinct indices, ``q >= 2``).
+            order: Designs in preference order, best first (design indices, all in
+                ``options``): either all of them (or all but the last), a full ranking, or
+                only the first ``k``, a top-k ranking (the rest unordered behind them).
+            top_k: Count only the first ``top_k`` places of ``order`` (default: all that
+                ``order`` gives, at most ``q - 1``).
+
+        Returns:
+            ``self``. A ranking of two options is stored as a pair and a top-1 ranking as a
+            choice.
+        """
+        opts = _index_list(options, "options")
+        ranked = _index_list(order, "order")
+        q = len(opts)
+        if q < 2:
+            raise PreferenceDataError(f"a ranking needs at least two options, got {opts}.")
+        missing = [o for o in ranked if o not in opts]
+        if missing:
+            raise PreferenceDataError(f"order lists designs {missing} that are not in options.")
+        if not ranked:
+            raise PreferenceDataError("order must rank at least one design.")
+        k = min(len(ranked), q - 1)
+        if top_k is not None:
+            top_k = int(top_k)
+            if top_k < 1 or top_k > len(ranked):
+                raise PreferenceDataError(
+                    f"top_k must lie in [1, {len(ranked)}] (the length of order), got {top_k}."
+                )
+            k = min(top_k, q - 1)
+        row = ranked[:k] + [o for o in opts if o not in ranked[:k]]
+        if q == 2:
+            return self._append(row, ObservationKind.PAIR, 1)
+        if k == 1:
+            return self._append(row, ObservationKind.CHOICE, 1)
+        return self._append(row, ObservationKind.RANKING, k)
+
+    def add_tie(self, i: int, j: int) -> PreferenceData:
+        """Append "no preference between designs ``i`` and ``j``" (a ``TIE``). Returns ``self``."""
+        row = _index_list([i, j], "a tie")
+        return self._append(row, ObservationKind.TIE, 0)
+
+    # ------------------------------------------------------------- joining
+    @classmethod
+    def cat(cls, items: Sequence[PreferenceData]) -> PreferenceData:
+        """Concatenate observations (same batch shape), padding rows to the widest ``Q``."""
+        items = list(items)
+        if not items:
+            return cls()
+        Q = max(d.max_options for d in items)
+        batch = items[0].batch_shape
+        opts, kinds, stages = [], [], []
+        for d in items:
+            if d.batch_shape != batch:
+                raise PreferenceDataError(
+                    f"cannot concatenate data of batch shapes {tuple(batch)} and "
+                    f"{tuple(d.batch_shape)}."
+                )
+            o = d.options.to(items[0].device)
+            if o.shape[-1] < Q:
+                pad = o.new_full((*o.shape[:-1], Q - o.shape[-1]), -1)
+                o = torch.cat([o, pad], -1)
+            opts.append(o)
+            kinds.append(d.kind.to(o.device))
+            stages.append(d.n_stages.to(o.device))
+        return cls(torch.cat(opts, -2), torch.cat(kinds, -1), torch.cat(stages, -1))
+
+    def extend(self, other: PreferenceData) -> PreferenceData:
+        """Append ``other``'s observations in place; returns ``self``."""
+        joined = PreferenceData.cat([self, other])
+        self._options, self._kind, self._n_stages = joined.options, joined.kind, joined.n_stages
+        return self
+
+    def __add__(self, other: PreferenceData) -> PreferenceData:
+        return PreferenceData.cat([self, other])
+
+    # ------------------------------------------------------------ tensors
+    @property
+    def options(self) -> Tensor:
+        """``batch_shape x m x Q`` option indices, best first, ``-1`` padding."""
+        return self._options
+
+    @property
+    def kind(self) -> Tensor:
+        """``batch_shape x m`` observation kinds."""
+        return self._kind
+
+    @property
+    def n_stages(self) -> Tensor:
+        """``batch_shape x m`` ranked stages."""
+        return self._n_stages
+
+    @property
+    def device(self) -> torch.device:
+        return self._options.device
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return self._options.shape[:-2]
+
+    @property
+    def num_observations(self) -> int:
+        """Number of observation rows ``m`` (padding included)."""
+        return self._options.shape[-2]
+
+    def __len__(self) -> int:
+        return self.num_observations
+
+    @property
+    def max_options(self) -> int:
+        """``Q``, the padded option count."""
+        return self._options.shape[-1]
+
+    @property
+    def kinds_present(self) -> frozenset[ObservationKind]:
+        """The kinds of the real (non-padding) observations."""
+        real = self._options[..., 0] >= 0
+        return frozenset(ObservationKind(int(k)) for k in self._kind[real].unique().tolist())
+
+    @property
+    def is_pairwise(self) -> bool:
+        """Whether every real observation is a ``PAIR`` (the pairwise fast path applies)."""
+        return self.kinds_present <= {ObservationKind.PAIR}
+
+    def as_comparisons(self) -> Tensor:
+        """``batch_shape x m x 2`` (winner, loser) rows of pairwise data (padding ``(-1, -1)``).
+
+        Raises:
+            PreferenceDataError: if an observation is not a pair.
+        """
+        if not self.is_pairwise:
+            kinds = sorted(k.name for k in self.kinds_present - {ObservationKind.PAIR})
+            raise PreferenceDataError(f"the data hold {', '.join(kinds)} observations, not pairs.")
+        return self._options[..., :2].clone()
+
+    def to(self, device: torch.device | str | None = None, *args, **kwargs) -> PreferenceData:
+        """A copy on ``device`` (indices stay long; a floating dtype argument is ignored)."""
+        if isinstance(device, torch.dtype):
+            device = None
+        device = kwargs.get("device", device)
+        if device is None:
+            return self
+        return PreferenceData(
+            self._options.to(device), self._kind.to(device), self._n_stages.to(device)
+        )
+
+    def shift(self, offset: int) -> PreferenceData:
+        """A copy with every design index increased by ``offset`` (padding stays ``-1``)."""
+        opts = torch.where(self._options >= 0, self._options + int(offset), self._options)
+        return PreferenceData(opts, self._kind, self._n_stages)
+
+    def expand(self, *batch_shape: int) -> PreferenceData:
+        """Broadcast to ``batch_shape`` (a view of the same observations)."""
+        shape = torch.Size(batch_shape)
+        m, Q = self.num_observations, self.max_options
+        return PreferenceData(
+            self._options.expand(*shape, m, Q),
+            self._kind.expand(*shape, m),
+            self._n_stages.expand(*shape, m),
+        )
+
+    def reshape(self, *batch_shape: int) -> PreferenceData:
+        """Reshape the batch dimensions (e.g. ``reshape(-1)`` for a flat batch)."""
+        m, Q = self.num_observations, self.max_options
+        return PreferenceData(
+            self._options.reshape(*batch_shape, m, Q),
+            self._kind.reshape(*batch_shape, m),
+            self._n_stages.reshape(*batch_shape, m),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PreferenceData):
+            return NotImplemented
+        return (
+            self._options.shape == other._options.shape
+            and torch.equal(self._options, other._options.to(self.device))
+            and torch.equal(self._kind, other._kind.to(self.device))
+            and torch.equal(self._n_stages, other._n_stages.to(self.device))
+        )
+
+    __hash__ = None  # mutable
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(sorted(k.name for k in self.kinds_present)) or "none"
+        return (
+            f"PreferenceData(batch_shape={tuple(self.batch_shape)}, m={self.num_observations}, "
+            f"Q={self.max_options}, kinds={kinds})"
+        )
