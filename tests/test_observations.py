@@ -129,7 +129,7 @@ def _brute_force(lik, data: PreferenceData, K: torch.Tensor):
         f = torch.tensor(x, dtype=DT, requires_grad=True)
         val = -psi(f)
         (g,) = torch.autograd.grad(val, f)
-        return float(val), g.numpy()
+        return float(val.detach()), g.numpy()
 
     res = minimize(
         fun,
