@@ -44,6 +44,7 @@ At the mode :math:`\hat f = K A^\top \hat G`; the Laplace evidence is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -59,6 +60,7 @@ __all__ = [
     "aggregate_pairs",
     "choose_form",
     "comparison_log_lik",
+    "damped_newton",
     "evidence_with_gradients",
     "find_mode",
     "laplace_factors",
@@ -289,6 +291,68 @@ def _select(mask: Tensor, a: _State, b: _State) -> _State:
     )
 
 
+def damped_newton(
+    state: Callable[[Tensor], _State],
+    newton_target: Callable[[Tensor], Tensor],
+    to_f: Callable[[Tensor], Tensor],
+    current: _State,
+    *,
+    tol: float,
+    max_iter: int,
+    max_halvings: int,
+) -> tuple[_State, Tensor, int, Tensor]:
+    r"""Damped Newton iterations with a per-member backtracking line search on :math:`\Psi`.
+
+    Shared by the pair engine and the general one (:mod:`botorch_pref.inference.observations`).
+    Each iteration takes the full Newton step for every member, then halves the step of the
+    members whose objective decreased. The line-search test and the convergence test of an
+    iteration are read from the device together, once (a second read happens only in the
+    iterations where some member must backtrack), so on a GPU the loop synchronises with the
+    host once per iteration.
+
+    Args:
+        state: Maps coefficients (``B x c``) to their :class:`_State`.
+        newton_target: Maps differences ``d`` to the Newton iterate's coefficients.
+        to_f: Maps coefficients to the utilities ``f`` (``B x n``).
+        current: The starting state.
+        tol: Stopping tolerance on ``max |f_new - f| / max(1, max |f|)``.
+        max_iter: Maximum iterations.
+        max_halvings: Maximum step halvings per line search.
+
+    Returns:
+        ``(state, f, iterations, converged)``.
+    """
+    B = current.coef.shape[0]
+    converged = torch.zeros(B, dtype=torch.bool, device=current.coef.device)
+    f = to_f(current.coef)
+    iterations = 0
+    for iterations in range(1, max_iter + 1):  # noqa: B007
+        target = newton_target(current.d)
+        step = target - current.coef
+        new = state(target)
+        worse = new.psi < current.psi - 1e-12 * current.psi.abs().clamp_min(1.0)
+        f_new = to_f(new.coef)
+        change = (f_new - f).abs().amax(-1) / f_new.abs().amax(-1).clamp_min(1.0)
+        any_worse, all_done = torch.stack([worse.any(), (change <= tol).all()]).tolist()
+        if any_worse:  # backtrack the members whose objective decreased
+            scale = torch.ones_like(current.psi)
+            for _ in range(max_halvings):
+                scale = torch.where(worse, 0.5 * scale, scale)
+                trial = state(current.coef + scale.unsqueeze(-1) * step)
+                new = _select(worse, trial, new)
+                worse = new.psi < current.psi - 1e-12 * current.psi.abs().clamp_min(1.0)
+                if not bool(worse.any()):
+                    break
+            f_new = to_f(new.coef)
+            change = (f_new - f).abs().amax(-1) / f_new.abs().amax(-1).clamp_min(1.0)
+            all_done = bool((change <= tol).all())
+        current, f = new, f_new
+        converged = change <= tol
+        if all_done:
+            break
+    return current, f, iterations, converged
+
+
 def _net_wins_guess(structure: PairStructure, K: Tensor) -> Tensor:
     r"""Cold-start guess of the pair differences from each design's net wins.
 
@@ -422,28 +486,15 @@ def find_mode(
         for start in starts:
             current = _select(start.psi > current.psi, start, current)
 
-        converged = torch.zeros(B, dtype=torch.bool, device=K.device)
-        f = to_f(current.coef)
-        iterations = 0
-        for iterations in range(1, max_iter + 1):  # noqa: B007
-            target = newton_target(current.d)
-            step = target - current.coef
-            new = state(target)
-            # Backtracking: halve the step for members whose objective decreased.
-            scale = torch.ones(B, dtype=K.dtype, device=K.device)
-            for _ in range(max_halvings):
-                worse = new.psi < current.psi - 1e-12 * current.psi.abs().clamp_min(1.0)
-                if not bool(worse.any()):
-                    break
-                scale = torch.where(worse, 0.5 * scale, scale)
-                trial = state(current.coef + scale.unsqueeze(-1) * step)
-                new = _select(worse, trial, new)
-            f_new = to_f(new.coef)
-            change = (f_new - f).abs().amax(-1) / f_new.abs().amax(-1).clamp_min(1.0)
-            current, f = new, f_new
-            converged = change <= tol
-            if bool(converged.all()):
-                break
+        current, f, iterations, converged = damped_newton(
+            state,
+            newton_target,
+            to_f,
+            current,
+            tol=tol,
+            max_iter=max_iter,
+            max_halvings=max_halvings,
+        )
 
         log_lik, G, _ = aggregate_pairs(likelihood, current.d, structure)
         return ModeResult(

@@ -71,6 +71,7 @@ from botorch_pref.inference.laplace import (
     _select,
     _State,
     choose_form,
+    damped_newton,
     default_tolerance,
     pair_gram,
 )
@@ -280,27 +281,15 @@ def find_mode(
         for start in starts:
             current = _select(start.psi > current.psi, start, current)
 
-        converged = torch.zeros(B, dtype=torch.bool, device=K.device)
-        f = to_f(current.coef)
-        iterations = 0
-        for iterations in range(1, max_iter + 1):  # noqa: B007
-            target = newton_target(current.d)
-            step = target - current.coef
-            new = state(target)
-            scale = torch.ones(B, dtype=K.dtype, device=K.device)
-            for _ in range(max_halvings):
-                worse = new.psi < current.psi - 1e-12 * current.psi.abs().clamp_min(1.0)
-                if not bool(worse.any()):
-                    break
-                scale = torch.where(worse, 0.5 * scale, scale)
-                trial = state(current.coef + scale.unsqueeze(-1) * step)
-                new = _select(worse, trial, new)
-            f_new = to_f(new.coef)
-            change = (f_new - f).abs().amax(-1) / f_new.abs().amax(-1).clamp_min(1.0)
-            current, f = new, f_new
-            converged = change <= tol
-            if bool(converged.all()):
-                break
+        current, f, iterations, converged = damped_newton(
+            state,
+            newton_target,
+            to_f,
+            current,
+            tol=tol,
+            max_iter=max_iter,
+            max_halvings=max_halvings,
+        )
 
         log_lik, h, _ = observation_terms(likelihood, current.d, structure)
         return ModeResult(
