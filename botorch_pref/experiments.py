@@ -36,6 +36,8 @@ import torch
 from torch import Tensor
 
 from botorch_pref.acquisition import make_eubo, make_qeubo
+from botorch_pref.data.preferences import PreferenceData
+from botorch_pref.likelihoods import Choice, ObservationKind
 from botorch_pref.loop import (
     _MAX_RAW,
     _MAX_RESTARTS,
@@ -65,6 +67,7 @@ class ReplicationResults:
         problem: The utility's name.
         strategy: The strategy.
         q: Options per query.
+        answers: ``"choice"`` or ``"pairs"`` (how ``q > 2`` answers were modelled).
         n_initial: Random queries before the acquisition took over.
         seeds: The seed of each replication (its optimiser's and its user's).
         regret: ``R x T`` simple regret of the recommendation after each of the ``T`` answers.
@@ -80,6 +83,7 @@ class ReplicationResults:
     problem: str
     strategy: str
     q: int
+    answers: str
     n_initial: int
     seeds: list[int]
     regret: Tensor
@@ -144,11 +148,16 @@ def _repair(X: Tensor, seeds: list[int], k: int) -> Tensor:
 
 
 class _Data:
-    """Per-replication designs (deduplicated, exactly as the sequential loop) and answers."""
+    """Per-replication designs (deduplicated, exactly as the sequential loop) and answers.
+
+    Each answer is kept both as pairs (the winner beating every other option) and as an option
+    row, winner first (a choice among ``q``).
+    """
 
     def __init__(self, R: int, d: int, dtype: torch.dtype, device: torch.device) -> None:
         self.X = [torch.empty(0, d, dtype=dtype, device=device) for _ in range(R)]
         self.C: list[list[tuple[int, int]]] = [[] for _ in range(R)]
+        self.choices: list[list[list[int]]] = [[] for _ in range(R)]
 
     def add(self, r: int, query: Tensor, winner: int) -> None:
         X = self.X[r]
@@ -164,6 +173,7 @@ class _Data:
         if new:
             self.X[r] = torch.cat([X, torch.stack(new)])
         self.C[r].extend((index[winner], index[j]) for j in range(len(index)) if j != winner)
+        self.choices[r].append([index[winner]] + [i for j, i in enumerate(index) if j != winner])
 
     def padded(self) -> tuple[Tensor, Tensor, Tensor]:
         """``R x n x d`` designs (padding repeats the first), ``R x m x 2`` answers, mask."""
@@ -178,6 +188,12 @@ class _Data:
         real = torch.stack([torch.arange(n, device=device) < X.shape[0] for X in self.X])
         return torch.stack(Xs), torch.stack(Cs), real
 
+    def choice_data(self) -> PreferenceData:
+        """The answers as choices (``R x m x q``, winner first; every replication has ``m``)."""
+        options = torch.tensor(self.choices, dtype=torch.long, device=self.X[0].device)
+        kind = torch.full(options.shape[:-1], int(ObservationKind.CHOICE), device=options.device)
+        return PreferenceData(options, kind)
+
 
 def run_replications(
     problem: str | Utility,
@@ -186,6 +202,7 @@ def run_replications(
     n_queries: int = 50,
     q: int = 2,
     *,
+    answers: str = "auto",
     noise: str = "gumbel",
     scale: float | None = None,
     error_rate: float = 0.2,
@@ -209,6 +226,10 @@ def run_replications(
         n_replications: Number of replications ``R``.
         n_queries: Acquisition queries after the initial ones.
         q: Options per query (``"eubo"`` needs ``q = 2``).
+        answers: How a ``q > 2`` answer enters the model: ``"choice"`` (a choice among ``q``
+            with the multinomial-logit :class:`~botorch_pref.likelihoods.Choice` likelihood) or
+            ``"pairs"`` (the winner beating each other option, as independent probit pairs);
+            ``"auto"`` is ``"choice"`` for ``q > 2`` and pairs for ``q = 2``.
         noise: The simulated users' noise, ``"gumbel"`` or ``"probit"``.
         scale: The noise scale; default: calibrated to ``error_rate`` wrong answers on top-1%
             pairs (:func:`~botorch_pref.users.calibrate_noise`, seeded).
@@ -238,6 +259,9 @@ def run_replications(
         raise ValueError(
             f"need n_replications >= 1, n_queries >= 0 and q >= 2; got {R}, {T_acq}, {q}."
         )
+    if answers not in ("auto", "choice", "pairs"):
+        raise ValueError(f"answers must be 'auto', 'choice' or 'pairs', got {answers!r}.")
+    use_choice = q > 2 and answers != "pairs"
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}.")
     d = utility.dim
@@ -292,11 +316,17 @@ def run_replications(
             data.add(r, X[r], w)
         queries[:, k] = X_cpu
         Xp, C, real = data.padded()
+        observations = data.choice_data() if use_choice else C
         if model is None:
             kernel = make_covar_module(d, batch_shape=torch.Size([R]), dtype=dtype)
-            model = PairwiseLaplaceGP(Xp, C, covar_module=kernel.to(device))
+            model = PairwiseLaplaceGP(
+                Xp,
+                observations,
+                likelihood=Choice() if use_choice else None,
+                covar_module=kernel.to(device),
+            )
         else:
-            model.set_train_data(Xp, C, update_model=True)
+            model.set_train_data(Xp, observations, update_model=True)
         answers = k + 1
         if answers <= refit_all_until or answers % refit_every == 0:
             fit_evidence_batched(model)
@@ -312,6 +342,7 @@ def run_replications(
         problem=getattr(utility, "name", type(utility).__name__),
         strategy=strategy,
         q=q,
+        answers="choice" if use_choice else "pairs",
         n_initial=n_init,
         seeds=seeds,
         regret=regret,

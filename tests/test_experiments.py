@@ -154,7 +154,21 @@ def test_eubo_replications_run_and_start_like_sequential():
     assert math.isfinite(float(res.log_regret().mean()))
 
 
+def test_choice_answers_enter_the_model_as_choices():
+    kwargs = dict(n_replications=2, n_queries=2, q=3, n_initial=4, scale=0.1, seed=5)
+    choice = run_replications("branin", "qeubo", answers="choice", **kwargs)
+    pairs = run_replications("branin", "qeubo", answers="pairs", **kwargs)
+    assert choice.answers == "choice" and pairs.answers == "pairs"
+    # same random numbers: the same initial queries and answers either way
+    torch.testing.assert_close(choice.queries[:, :4], pairs.queries[:, :4], rtol=0, atol=0)
+    assert torch.equal(choice.winners[:, :4], pairs.winners[:, :4])
+    assert bool(torch.isfinite(choice.regret).all())
+    assert choice.queries.shape == (2, 6, 3, 2)
+
+
 def test_run_replications_rejects_bad_input():
+    with pytest.raises(ValueError, match="answers"):
+        run_replications("branin", "qeubo", q=3, answers="votes", n_replications=1, n_queries=1)
     with pytest.raises(ValueError, match="strategy"):
         run_replications("branin", "champion", n_replications=2, n_queries=1, scale=0.1)
     with pytest.raises(ValueError, match="q = 2"):
