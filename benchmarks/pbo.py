@@ -12,7 +12,11 @@ noise generator is seeded with ``seed + r`` as well (the same noise stream for e
 model; the answers differ only where the queries differ). Each model (``laplace`` for
 :class:`~botorch_pref.PairwiseLaplaceGP`, ``pairwisegp`` for ``botorch.models.PairwiseGP``) runs
 in the same :class:`~botorch_pref.PreferenceOptimizer` with the same acquisition, refit schedule
-and ``optimize_acqf`` settings.
+and ``optimize_acqf`` settings: by default (``--effort protocol``) the :math:`d q` restarts and
+:math:`30 d q` raw samples of BoTorch's own PBO pipeline (DESIGN.md section 6; ``--effort loop``
+uses the optimiser's clipped defaults), and the optimiser's refit schedule (after each of the
+first 30 answers, then every 5th); ``--refit-every 1`` refits after every answer, as BoTorch's
+pipeline does.
 
 Output: per run, a line as it finishes; at the end, per problem, mean log10 regret +- standard
 error after 25 and 50 (and 150) acquisition queries and the median seconds per acquisition
@@ -99,9 +103,26 @@ def run_one(
     seed: int,
     queries: int,
     q: int,
+    *,
+    effort: str = "protocol",
+    refit_every: int | None = None,
 ) -> Run:
-    """One benchmark run; exceptions are caught and recorded in ``Run.error``."""
+    """One benchmark run; exceptions are caught and recorded in ``Run.error``.
+
+    ``effort="protocol"`` gives ``optimize_acqf`` the protocol's :math:`d q` restarts and
+    :math:`30 d q` raw samples (:math:`q` the number of points optimised jointly), ``"loop"``
+    the optimiser's own (clipped) defaults. ``refit_every`` (default: the optimiser's schedule)
+    refits the hyperparameters after every ``refit_every``-th answer from the first on.
+    """
     d = utility.dim
+    kwargs: dict = {}
+    if effort == "protocol":
+        q_opt = 1 if strategy == "champion-challenger" else q
+        kwargs |= {"num_restarts": d * q_opt, "raw_samples": 30 * d * q_opt}
+    elif effort != "loop":
+        raise ValueError(f"effort must be 'protocol' or 'loop', got {effort!r}.")
+    if refit_every is not None:
+        kwargs |= {"refit_every": refit_every, "refit_all_until": 0}
     run = Run(utility.name, model, strategy, replication, seed + replication, 4 * d)
     user = SimulatedUser(utility, noise="gumbel", scale=scale, seed=seed + replication)
     bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(torch.float64)
@@ -114,6 +135,7 @@ def run_one(
             n_initial=4 * d,
             model=model,
             seed=seed + replication,
+            **kwargs,
         )
         for _ in range(4 * d + queries):
             t0 = time.perf_counter()
@@ -185,7 +207,7 @@ def summarise(runs: list[Run], checkpoints: list[int]) -> str:
 def plot(runs: list[Run], path: Path) -> None:
     """Mean log10 regret (+- s.e.) per query, one panel per problem.
 
-    Colour: strategy; solid lines: PairwiseLaplaceGP, dashed: PairwiseGP.
+    Colour: strategy; solid lines: PairwiseLaplaceGP, dashed: PairwiseGP, dotted: other models.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -207,7 +229,7 @@ def plot(runs: list[Run], path: Path) -> None:
             mean = curves.mean(0)
             se = curves.std(0) / math.sqrt(len(cruns)) if len(cruns) > 1 else 0 * mean
             x = torch.arange(length) - n0 + 1
-            style = "-" if cfg[0] == "laplace" else "--"
+            style = {"laplace": "-", "pairwisegp": "--"}.get(cfg[0], ":")
             c = colour[cfg[1]]
             ax.plot(x, mean, style, color=c, label=f"{cfg[0]} {cfg[1]}")
             ax.fill_between(x, mean - se, mean + se, color=c, alpha=0.15)
@@ -247,6 +269,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--error-rate", type=float, default=0.2)
     parser.add_argument("--q", type=int, default=2, help="options per query")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--effort",
+        choices=("protocol", "loop"),
+        default="protocol",
+        help="optimize_acqf restarts/raw samples: d*q and 30*d*q, or the optimiser's defaults",
+    )
+    parser.add_argument(
+        "--refit-every",
+        type=int,
+        default=None,
+        help="refit after every N-th answer (default: the optimiser's schedule)",
+    )
     parser.add_argument("--out", default="benchmarks/out/pbo", help="prefix of .json and .png")
     args = parser.parse_args(argv)
 
@@ -275,7 +309,16 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.replications):
             for model, strategy in configs:
                 run = run_one(
-                    utility, scales[problem], model, strategy, r, args.seed, args.queries, args.q
+                    utility,
+                    scales[problem],
+                    model,
+                    strategy,
+                    r,
+                    args.seed,
+                    args.queries,
+                    args.q,
+                    effort=args.effort,
+                    refit_every=args.refit_every,
                 )
                 runs.append(run)
                 at = "  ".join(

@@ -7,7 +7,7 @@ import torch
 from botorch.models import PairwiseGP
 
 from botorch_pref import PairwiseLaplaceGP, PreferenceOptimizer, QueryRecord
-from botorch_pref.loop import laplace_model
+from botorch_pref.loop import laplace_box_model, laplace_model
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import SimulatedUser
 
@@ -347,3 +347,77 @@ def test_eubo_and_champion_challenger_beat_random_pairs():
     }
     assert regret["eubo"] < 0.5 * regret["random"], regret
     assert regret["champion-challenger"] < 0.5 * regret["random"], regret
+
+
+@pytest.mark.parametrize("model", ["laplace", "pairwisegp"])
+def test_lean_kernels_give_the_same_acquisition_values_and_gradients(model):
+    from botorch_pref.loop import _lean_kernels
+
+    opt = PreferenceOptimizer(BOUNDS, strategy="eubo", n_initial=6, model=model, seed=12)
+    _run(opt, 6)
+    acqf, _, _ = opt.acquisition_function()
+    Z = torch.rand(5, 2, 3, dtype=DT, generator=torch.Generator().manual_seed(0))
+    values, grads = [], []
+    for lean in (False, True):
+        Zg = Z.clone().requires_grad_(True)
+        if lean:
+            with _lean_kernels():
+                v = acqf(Zg)
+        else:
+            v = acqf(Zg)
+        (g,) = torch.autograd.grad(v.sum(), Zg)
+        values.append(v.detach())
+        grads.append(g)
+    torch.testing.assert_close(values[0], values[1], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-10, atol=1e-12)
+
+
+def test_box_kernel_outputscale_prior_is_flat_where_the_default_pulls_down():
+    from botorch_pref.loop import box_covar_module
+    from botorch_pref.models.pairwise import default_covar_module
+
+    grid = torch.logspace(-1, 2.5, 701, dtype=DT)
+
+    def log_prior(kernel):
+        """The log prior density the MLL adds, along the grid of outputscales."""
+        prior, closure = next(
+            (p, c) for name, _, p, c, _ in kernel.named_priors() if name == "outputscale_prior"
+        )
+        values = []
+        with torch.no_grad():
+            for v in grid:
+                kernel.outputscale = v
+                values.append(float(prior.log_prob(closure(kernel)).sum()))
+        return torch.tensor(values, dtype=DT)
+
+    loop = log_prior(box_covar_module(2))
+    inside = (grid > 0.1) & (grid < 90)
+    assert float(loop[inside].max() - loop[inside].min()) < 1e-6  # the evidence decides
+    assert float(loop[grid > 150].max()) < float(loop[inside].min()) - 1.0
+    # The default kernel's LogNormal(log 10, 1.5) density peaks at 10 exp(-1.5^2) ~ 1.05 and
+    # costs half a nat between outputscales 1.5 and 5.
+    default = log_prior(default_covar_module(2))
+    assert float(grid[default.argmax()]) == pytest.approx(1.054, rel=0.02)
+    at = lambda v: float(default[(grid - v).abs().argmin()])  # noqa: E731
+    assert at(1.5) - at(5.0) > 0.4
+
+
+def test_box_model_fits_a_larger_outputscale_to_consistent_answers():
+    from botorch.fit import fit_gpytorch_mll
+
+    from botorch_pref.mlls import LaplaceEvidence
+
+    g = torch.Generator().manual_seed(3)
+    X = torch.rand(60, 2, dtype=DT, generator=g)
+    f = 4.0 * torch.sin(3.0 * X[:, 0]) + 3.0 * X[:, 1] ** 2
+    pairs = torch.arange(60).reshape(30, 2)
+    p_first = torch.sigmoid((f[pairs[:, 0]] - f[pairs[:, 1]]) / 0.6)
+    first = torch.rand(30, dtype=DT, generator=g) < p_first
+    C = torch.where(first.unsqueeze(-1), pairs, pairs.flip(-1))
+    model, mll = laplace_box_model(X, C)
+    fit_gpytorch_mll(mll)
+    default = PairwiseLaplaceGP(X, C)
+    fit_gpytorch_mll(LaplaceEvidence(default.likelihood, default))
+    loop_os = model.covar_module.outputscale.item()
+    default_os = default.covar_module.outputscale.item()
+    assert loop_os > 1.5 * default_os, (loop_os, default_os)
