@@ -109,8 +109,9 @@ def box_covar_module(dim: int, dtype: torch.dtype = torch.float64) -> ScaleKerne
     its median 10: above 1.05 it pulls the fit down, by 0.5-0.9 nats per unit of
     :math:`\log` outputscale between 3 and 8. On the answers of an EUBO run on Hartmann-6
     (qEUBO protocol, 34-74 answers) the default kernel's fit stayed at 1.5-4.4 where
-    ``PairwiseGP`` and this kernel reached 4.7-8.8 (the Laplace evidence alone preferred the
-    larger values), which is the main difference between the two models' posteriors there.
+    ``PairwiseGP`` and this kernel reached 4.7-8.8 (at 34 and 74 answers the Laplace evidence
+    alone preferred the larger values), the main difference between the two models' posteriors
+    there.
 
     Why it is not the loop's default: with few answers the flat prior lets the evidence drive
     the outputscale to the box's edges (to 0.01 after one to four answers, or to 100), exactly
