@@ -33,6 +33,10 @@ Examples::
     python benchmarks/pbo.py --problems hartmann6 --runs laplace:eubo laplace:random \
         laplace:champion-challenger pairwisegp:eubo --replications 5
 
+``--batched`` runs all replications in lockstep on one batched model next to the sequential
+loop and ``--choice-study`` compares q = 4 answers as choices, as pairs, and q = 2 (see
+``benchmarks/pbo_batched.py``).
+
 Leave torch's thread count at its default: ``torch.set_num_threads`` breaks PairwiseGP's batched
 posteriors on some CPU builds (DESIGN.md section 6). Set ``OMP_WAIT_POLICY=PASSIVE`` on a shared
 machine.
@@ -51,6 +55,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pbo_batched  # the --batched and --choice-study modes
 
 from botorch_pref.loop import MODEL_FACTORIES, STRATEGIES, PreferenceOptimizer
 from botorch_pref.test_functions import Utility, get_utility
@@ -282,7 +289,12 @@ def main(argv: list[str] | None = None) -> int:
         help="refit after every N-th answer (default: the optimiser's schedule)",
     )
     parser.add_argument("--out", default="benchmarks/out/pbo", help="prefix of .json and .png")
+    pbo_batched.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.choice_study:
+        return pbo_batched.choice_study(args)
+    if args.batched:
+        return pbo_batched.run(args)
 
     configs = _parse_runs(args)
     checkpoints = [k for k in (25, 50, 150) if k <= args.queries] or [args.queries]

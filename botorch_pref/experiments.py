@@ -47,6 +47,7 @@ from botorch_pref.loop import (
     _STREAM_RANDOM,
     _STREAM_REPAIR,
     _derived_seed,
+    _lean_kernels,
 )
 from botorch_pref.models.pairwise import PairwiseLaplaceGP, make_covar_module
 from botorch_pref.optim import fit_evidence_batched, optimize_acqf_batched
@@ -296,17 +297,18 @@ def run_replications(
                 acqf = make_qeubo(
                     model, mc_samples, seed=_derived_seed(seed, k, _STREAM_ACQF) % 2**31
                 )
-            X, _ = optimize_acqf_batched(
-                acqf,
-                R,
-                q_opt,
-                d,
-                num_restarts=restarts,
-                raw_samples=raw,
-                seeds=[_derived_seed(s, k, _STREAM_ACQF) for s in seeds],
-                dtype=dtype,
-                device=device,
-            )
+            with _lean_kernels():  # as the sequential loop's optimize_acqf
+                X, _ = optimize_acqf_batched(
+                    acqf,
+                    R,
+                    q_opt,
+                    d,
+                    num_restarts=restarts,
+                    raw_samples=raw,
+                    seeds=[_derived_seed(s, k, _STREAM_ACQF) for s in seeds],
+                    dtype=dtype,
+                    device=device,
+                )
             X = X.detach()
         X = _repair(X, seeds, k)
         X_cpu = X.cpu()
