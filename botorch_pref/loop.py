@@ -39,6 +39,7 @@ import operator
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from copy import deepcopy
 from typing import Any, NamedTuple
 
 import gpytorch
@@ -58,6 +59,8 @@ from gpytorch.priors import SmoothedBoxPrior
 from torch import Tensor
 
 from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
+from botorch_pref.data.preferences import PreferenceData
+from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit, Ranking
 from botorch_pref.mlls import LaplaceEvidence
 from botorch_pref.models.pairwise import PairwiseLaplaceGP, make_covar_module
 
@@ -138,34 +141,44 @@ def box_covar_module(dim: int, dtype: torch.dtype = torch.float64) -> ScaleKerne
     return kernel.to(dtype=dtype)
 
 
-def laplace_model(datapoints: Tensor, comparisons: Tensor) -> tuple[Model, MarginalLogLikelihood]:
+def laplace_model(
+    datapoints: Tensor,
+    comparisons: Tensor | PreferenceData,
+    likelihood: PairwiseLikelihood | None = None,
+) -> tuple[Model, MarginalLogLikelihood]:
     """:class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with its Laplace evidence.
 
     Args:
         datapoints: ``n x d`` unit-cube designs.
-        comparisons: ``m x 2`` (winner, loser) rows.
+        comparisons: ``m x 2`` (winner, loser) rows, or a
+            :class:`~botorch_pref.data.PreferenceData` of mixed answers.
+        likelihood: The likelihood (default: the model's probit).
 
     Returns:
         ``(model, mll)``.
     """
-    model = PairwiseLaplaceGP(datapoints, comparisons)
+    model = PairwiseLaplaceGP(datapoints, comparisons, likelihood=likelihood)
     return model, LaplaceEvidence(model.likelihood, model)
 
 
 def laplace_box_model(
-    datapoints: Tensor, comparisons: Tensor
+    datapoints: Tensor,
+    comparisons: Tensor | PreferenceData,
+    likelihood: PairwiseLikelihood | None = None,
 ) -> tuple[Model, MarginalLogLikelihood]:
     """:func:`laplace_model` with :func:`box_covar_module` (``PairwiseGP``'s outputscale prior).
 
     Args:
         datapoints: ``n x d`` unit-cube designs.
-        comparisons: ``m x 2`` (winner, loser) rows.
+        comparisons: ``m x 2`` (winner, loser) rows, or a
+            :class:`~botorch_pref.data.PreferenceData` of mixed answers.
+        likelihood: The likelihood (default: the model's probit).
 
     Returns:
         ``(model, mll)``.
     """
     kernel = box_covar_module(datapoints.shape[-1], dtype=datapoints.dtype)
-    model = PairwiseLaplaceGP(datapoints, comparisons, covar_module=kernel)
+    model = PairwiseLaplaceGP(datapoints, comparisons, likelihood=likelihood, covar_module=kernel)
     return model, LaplaceEvidence(model.likelihood, model)
 
 
@@ -214,13 +227,15 @@ class QueryRecord(NamedTuple):
 
     Attributes:
         query: The ``q x d`` options in user units.
-        winner: The index of the preferred option.
+        winner: The index of the preferred option (``None`` for "no preference").
         ranking: The full ranking (best first) when one was given, else ``None``.
+        tie: ``True`` for a "no preference" answer.
     """
 
     query: Tensor
-    winner: int
+    winner: int | None
     ranking: tuple[int, ...] | None = None
+    tie: bool = False
 
 
 @contextmanager
@@ -317,6 +332,16 @@ class PreferenceOptimizer:
         raw_samples: ``optimize_acqf`` raw samples (default: :math:`30 d q` clipped to
             [128, 512]).
         mc_samples: qEUBO's quasi-Monte-Carlo samples.
+        answers: How an answer about ``q > 2`` options enters the model: ``"choice"`` (the
+            person picked the best of ``q``: a multinomial-logit choice, and a full ranking a
+            Plackett-Luce ranking, with the :class:`~botorch_pref.likelihoods.Ranking`
+            likelihood) or ``"pairs"`` (the winner beating each other option, a ranking its
+            consecutive pairs, with the probit pair likelihood: the rows are then treated as
+            independent although they are not). ``"auto"``: ``"choice"`` when ``q > 2``, else
+            ``"pairs"``.
+        ties: Accept "no preference" answers to pairs (``tell(query, tie=True)``): the pair
+            likelihood becomes ordinal, :class:`~botorch_pref.likelihoods.PairwiseProbit` with
+            a tie threshold fitted by the evidence. Needs ``answers="pairs"``.
         champion_variant: ``"joint"`` or ``"marginal"`` (Brochu's EI), for champion-challenger.
         device: Device of the model and of every tensor returned (default: ``bounds``'s).
         dtype: Floating dtype of the model and of every tensor returned (default float64).
@@ -337,6 +362,8 @@ class PreferenceOptimizer:
         num_restarts: int | None = None,
         raw_samples: int | None = None,
         mc_samples: int = 128,
+        answers: str = "auto",
+        ties: bool = False,
         champion_variant: str = "joint",
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float64,
@@ -390,6 +417,25 @@ class PreferenceOptimizer:
             else self._positive_int(raw_samples, "raw_samples")
         )
         self.mc_samples = self._positive_int(mc_samples, "mc_samples")
+        if answers not in ("auto", "choice", "pairs"):
+            raise ValueError(f"answers must be 'auto', 'choice' or 'pairs', got {answers!r}.")
+        self.answers = ("choice" if self.q > 2 else "pairs") if answers == "auto" else answers
+        self.ties = bool(ties)
+        if self.ties and self.answers == "choice":
+            raise ValueError(
+                "ties=True needs answers='pairs': no tie model is defined for choices among "
+                "more than two options."
+            )
+        self._likelihood: PairwiseLikelihood | None = None
+        if self.answers == "choice":
+            self._likelihood = Ranking()
+        elif self.ties:
+            self._likelihood = PairwiseProbit(tie_threshold=0.5)
+        if self._likelihood is not None and self.model_name == "pairwisegp":
+            raise ValueError(
+                "model='pairwisegp' models pairs only; use answers='pairs' and ties=False, "
+                "or model='laplace'."
+            )
         if champion_variant not in ("joint", "marginal"):
             raise ValueError(
                 f"champion_variant must be 'joint' or 'marginal', got {champion_variant!r}."
@@ -401,7 +447,7 @@ class PreferenceOptimizer:
 
         self._X_user = torch.empty(0, d, **self._tkwargs)
         self._X_unit = torch.empty(0, d, **self._tkwargs)
-        self._C = torch.empty(0, 2, dtype=torch.long, device=self._tkwargs["device"])
+        self._data = PreferenceData().to(self._tkwargs["device"])
         self._history: list[QueryRecord] = []
         self._pending: Tensor | None = None
         self._model: Model | None = None
@@ -459,11 +505,20 @@ class PreferenceOptimizer:
             raise ValueError("query repeats a design: its options must be distinct.")
         return X
 
-    @staticmethod
-    def _answer_pairs(
-        q: int, winner: Any | None, ranking: Sequence[Any] | Tensor | None
-    ) -> tuple[int, tuple[int, ...] | None, list[tuple[int, int]]]:
-        """Validate an answer; return (winner, ranking, local (winner, loser) pairs)."""
+    def _answer(
+        self, q: int, winner: Any | None, ranking: Sequence[Any] | Tensor | None, tie: bool
+    ) -> tuple[int | None, tuple[int, ...] | None]:
+        """Validate an answer about ``q`` options; return (winner, ranking)."""
+        if tie:
+            if winner is not None or ranking is not None:
+                raise ValueError("A 'no preference' answer (tie=True) takes no winner or ranking.")
+            if not self.ties:
+                raise ValueError(
+                    "'no preference' answers need PreferenceOptimizer(..., ties=True)."
+                )
+            if q != 2:
+                raise ValueError(f"'no preference' is an answer about 2 options, not {q}.")
+            return None, None
         if winner is None and ranking is None:
             raise ValueError("Give the answer: the winner's index or a full ranking.")
         rank: tuple[int, ...] | None = None
@@ -488,11 +543,30 @@ class PreferenceOptimizer:
                 raise ValueError(f"winner {w} disagrees with the ranking's first entry {rank[0]}.")
         else:
             w = rank[0]
+        return w, rank
+
+    def _observation(
+        self, index: list[int], winner: int | None, rank: tuple[int, ...] | None
+    ) -> PreferenceData:
+        """The answer as observations over datapoint ``index`` (the options' rows)."""
+        obs = PreferenceData()
+        if winner is None:
+            return obs.add_tie(index[0], index[1])
+        if self.answers == "choice":
+            if rank is not None:
+                return obs.add_ranking(index, [index[r] for r in rank])
+            return obs.add_choice(index, index[winner])
         if rank is not None:
-            pairs = [(rank[i], rank[i + 1]) for i in range(q - 1)]
+            pairs = [(rank[i], rank[i + 1]) for i in range(len(index) - 1)]
         else:
-            pairs = [(w, j) for j in range(q) if j != w]
-        return w, rank, pairs
+            pairs = [(winner, j) for j in range(len(index)) if j != winner]
+        for a, b in pairs:
+            obs.add_comparison(index[a], index[b])
+        return obs
+
+    def _model_data(self, data: PreferenceData) -> Tensor | PreferenceData:
+        """What the model is given: ``m x 2`` rows for pairs (the fast path), else ``data``."""
+        return data.as_comparisons() if data.is_pairwise else data
 
     # -------------------------------------------------------------- properties
     @property
@@ -520,8 +594,22 @@ class PreferenceOptimizer:
 
     @property
     def comparisons(self) -> Tensor:
-        """The ``m x 2`` (winner, loser) rows indexing :attr:`datapoints`."""
-        return self._C.clone()
+        """The ``m x 2`` (winner, loser) rows indexing :attr:`datapoints`.
+
+        Raises:
+            ValueError: If the answers hold choices, rankings or ties (see
+                :attr:`preference_data`).
+        """
+        if not self._data.is_pairwise:
+            raise ValueError(
+                "the answers hold choices, rankings or ties, not only pairs: use preference_data."
+            )
+        return self._data.as_comparisons()
+
+    @property
+    def preference_data(self) -> PreferenceData:
+        """Every answer as observations over :attr:`datapoints` (a copy)."""
+        return PreferenceData.cat([self._data])
 
     @property
     def n_queries(self) -> int:
@@ -531,7 +619,7 @@ class PreferenceOptimizer:
     @property
     def history(self) -> list[QueryRecord]:
         """The answered queries in order (a copy); :meth:`replay` rebuilds the state from it."""
-        return [QueryRecord(r.query.clone(), r.winner, r.ranking) for r in self._history]
+        return [r._replace(query=r.query.clone()) for r in self._history]
 
     @property
     def pending(self) -> Tensor | None:
@@ -660,6 +748,7 @@ class PreferenceOptimizer:
         winner: int | None = None,
         *,
         ranking: Sequence[int] | Tensor | None = None,
+        tie: bool = False,
     ) -> None:
         """Record the answer to the query :meth:`ask` returned.
 
@@ -669,8 +758,10 @@ class PreferenceOptimizer:
         Args:
             query: The ``q x d`` query, exactly as :meth:`ask` returned it.
             winner: The index of the preferred option.
-            ranking: A full ranking of the options, best first (a permutation of ``0..q-1``);
-                recorded as the ``q - 1`` consecutive pairs.
+            ranking: A full ranking of the options, best first (a permutation of ``0..q-1``):
+                a Plackett-Luce ranking with ``answers="choice"``, else the ``q - 1``
+                consecutive pairs.
+            tie: "No preference" between the two options (needs ``ties=True``).
 
         Raises:
             ValueError: Without a pending query, for a different query, or for a bad answer;
@@ -687,7 +778,7 @@ class PreferenceOptimizer:
                 "query differs from the one ask() returned; use add_comparison() to record "
                 "an answer to another query."
             )
-        self._record(X, winner, ranking)
+        self._record(X, winner, ranking, tie)
 
     def add_comparison(
         self,
@@ -695,6 +786,7 @@ class PreferenceOptimizer:
         winner: int | None = None,
         *,
         ranking: Sequence[int] | Tensor | None = None,
+        tie: bool = False,
     ) -> None:
         """Record the answer to any query of ``q' >= 2`` distinct designs inside ``bounds``.
 
@@ -707,12 +799,13 @@ class PreferenceOptimizer:
             query: A ``q' x d`` tensor (or nested sequence) in user units.
             winner: The index of the preferred option.
             ranking: A full ranking of the options, best first.
+            tie: "No preference" between two options (needs ``ties=True``).
 
         Raises:
             ValueError: For a bad query or answer; the optimiser's state is then unchanged.
         """
         X = self._as_query(query)
-        self._record(X, winner, ranking)
+        self._record(X, winner, ranking, tie)
 
     def _match_rows(self, X: Tensor) -> tuple[Tensor, Tensor]:
         """Indices of the rows of ``X`` among the datapoints, appending new ones.
@@ -734,31 +827,35 @@ class PreferenceOptimizer:
         new = torch.stack(new_rows) if new_rows else X[:0]
         return index, new
 
-    def _record(self, X: Tensor, winner: Any | None, ranking: Any | None) -> None:
+    def _record(self, X: Tensor, winner: Any | None, ranking: Any | None, tie: bool) -> None:
         """Validate the answer, update data and model atomically, append to the history."""
-        w, rank, pairs = self._answer_pairs(X.shape[0], winner, ranking)
+        w, rank = self._answer(X.shape[0], winner, ranking, bool(tie))
         index, new_rows = self._match_rows(X)
-        local = torch.tensor(pairs, dtype=torch.long, device=self.device)
         X_user = torch.cat([self._X_user, new_rows])
         X_unit = torch.cat([self._X_unit, self.to_unit(new_rows).clamp(0.0, 1.0)])
-        C = torch.cat([self._C, index[local]])
+        obs = self._observation(index.tolist(), w, rank).to(self.device)
+        data = PreferenceData.cat([self._data, obs])
         k = self.n_queries + 1
-        self._update_model(X_unit, C, refit=self._refit_due(k), k=k)
-        self._X_user, self._X_unit, self._C = X_user, X_unit, C
-        self._history.append(QueryRecord(X.clone(), w, rank))
+        self._update_model(X_unit, data, refit=self._refit_due(k), k=k)
+        self._X_user, self._X_unit, self._data = X_user, X_unit, data
+        self._history.append(QueryRecord(X.clone(), w, rank, bool(tie)))
         self._pending = None
 
     def _refit_due(self, k: int) -> bool:
         """Whether to refit the hyperparameters after the ``k``-th answer."""
         return k <= self.refit_all_until or k % self.refit_every == 0
 
-    def _update_model(self, X_unit: Tensor, C: Tensor, refit: bool, k: int) -> None:
+    def _update_model(self, X_unit: Tensor, data: PreferenceData, refit: bool, k: int) -> None:
         """Give the model the new data (building it on the first answer), then maybe refit.
 
         On an exception the model is restored to its previous data and hyperparameters.
         """
+        C = self._model_data(data)
         if self._model is None:
-            model, mll = self._factory(X_unit, C)
+            if self._likelihood is None:
+                model, mll = self._factory(X_unit, C)
+            else:
+                model, mll = self._factory(X_unit, C, likelihood=deepcopy(self._likelihood))
             model.to(**self._tkwargs)
             self._model, self._mll = model, mll
             try:
@@ -775,7 +872,9 @@ class PreferenceOptimizer:
                 self._fit(k)
         except BaseException:
             self._model.load_state_dict(state)
-            self._model.set_train_data(self._X_unit, self._C, update_model=True)
+            self._model.set_train_data(
+                self._X_unit, self._model_data(self._data), update_model=True
+            )
             self._sync(self._X_unit)
             raise
         self._sync(X_unit)
@@ -860,7 +959,8 @@ class PreferenceOptimizer:
 
         Args:
             records: :class:`QueryRecord` s, or tuples ``(query, winner)``,
-                ``(query, winner, ranking)`` or ``(query, None, ranking)``.
+                ``(query, winner, ranking)``, ``(query, None, ranking)`` or
+                ``(query, None, None, True)`` ("no preference").
             bounds: As for the constructor.
             **kwargs: Other constructor arguments.
 
@@ -869,12 +969,15 @@ class PreferenceOptimizer:
         """
         opt = cls(bounds, **kwargs)
         for i, record in enumerate(records):
-            if not isinstance(record, tuple) or len(record) not in (2, 3):
+            if not isinstance(record, tuple) or len(record) not in (2, 3, 4):
                 raise ValueError(
-                    f"record {i} must be (query, winner) or (query, winner, ranking), "
-                    f"got {record!r}."
+                    f"record {i} must be (query, winner), (query, winner, ranking) or "
+                    f"(query, None, None, tie), got {record!r}."
                 )
             query, winner, *rest = record
             ranking = rest[0] if rest else None
-            opt.add_comparison(query, None if ranking is not None else winner, ranking=ranking)
+            tie = bool(rest[1]) if len(rest) > 1 else False
+            opt.add_comparison(
+                query, None if ranking is not None or tie else winner, ranking=ranking, tie=tie
+            )
         return opt

@@ -7,6 +7,7 @@ import torch
 from botorch.models import PairwiseGP
 
 from botorch_pref import PairwiseLaplaceGP, PreferenceOptimizer, QueryRecord
+from botorch_pref.likelihoods import ObservationKind, Ranking
 from botorch_pref.loop import laplace_box_model, laplace_model
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import SimulatedUser
@@ -113,7 +114,7 @@ def test_add_comparison_reuses_existing_rows():
 
 
 def test_q3_winner_and_ranking_are_recorded_as_pairs():
-    opt = PreferenceOptimizer(BOUNDS, strategy="random", q=3, seed=3)
+    opt = PreferenceOptimizer(BOUNDS, strategy="random", q=3, seed=3, answers="pairs")
     X = opt.ask()
     assert X.shape == (3, 3)
     opt.tell(X, winner=1)
@@ -132,7 +133,78 @@ def test_qeubo_with_q3_asks_distinct_points():
     X = opt.history[-1].query
     assert X.shape == (3, 3)
     assert bool((X >= BOUNDS[0]).all() and (X <= BOUNDS[1]).all())
-    assert opt.comparisons.shape[0] == 4
+    assert len(opt.preference_data) == 2  # one choice per answer
+
+
+def test_q3_answers_are_choices_and_rankings_by_default():
+    opt = PreferenceOptimizer(BOUNDS, strategy="random", q=3, seed=3)
+    assert opt.answers == "choice"
+    X = opt.ask()
+    opt.tell(X, winner=1)
+    X = opt.ask()
+    opt.tell(X, ranking=[2, 0, 1])
+    data = opt.preference_data
+    assert data.kind.tolist() == [int(ObservationKind.CHOICE), int(ObservationKind.RANKING)]
+    assert data.options.tolist() == [[1, 0, 2], [5, 3, 4]]  # best first
+    assert isinstance(opt.model.likelihood, Ranking)
+    with pytest.raises(ValueError, match="preference_data"):
+        opt.comparisons
+    # a choice among q changes the model differently from its decomposition into pairs
+    pairs = PreferenceOptimizer(BOUNDS, strategy="random", q=3, seed=3, answers="pairs")
+    for record in opt.history:
+        pairs.add_comparison(record.query, record.winner, ranking=record.ranking)
+    assert not torch.allclose(opt.predict(X)[0], pairs.predict(X)[0])
+
+
+def test_qeubo_q4_with_the_choice_likelihood_end_to_end():
+    opt = PreferenceOptimizer(
+        BOUNDS, strategy="qeubo", q=4, n_initial=2, num_restarts=2, raw_samples=32, seed=8
+    )
+    g = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        X = opt.ask()
+        assert X.shape == (4, 3)
+        opt.tell(X, winner=int(torch.randint(0, 4, (1,), generator=g)))
+    assert opt.preference_data.max_options == 4
+    assert torch.isfinite(torch.tensor(opt.best().mean))
+
+
+def test_no_preference_answers_fit_a_tie_threshold():
+    opt = PreferenceOptimizer(BOUNDS, strategy="random", seed=2, ties=True, n_initial=3)
+    for i in range(6):
+        X = opt.ask()
+        if i % 2:
+            opt.tell(X, tie=True)
+        else:
+            opt.tell(X, winner=0)
+    data = opt.preference_data
+    assert (data.kind == int(ObservationKind.TIE)).sum() == 3
+    assert opt.history[1].tie and opt.history[1].winner is None
+    threshold = float(opt.model.likelihood.tie_threshold.detach())
+    assert threshold > 0
+    again = PreferenceOptimizer.replay(opt.history, BOUNDS, seed=2, ties=True, n_initial=3)
+    assert again.preference_data == data
+    assert float(again.model.likelihood.tie_threshold.detach()) == pytest.approx(threshold)
+
+
+def test_ties_and_choices_are_validated():
+    opt = PreferenceOptimizer(BOUNDS, strategy="random", seed=2)
+    X = opt.ask()
+    with pytest.raises(ValueError, match="ties=True"):
+        opt.tell(X, tie=True)
+    tied = PreferenceOptimizer(BOUNDS, strategy="random", seed=2, ties=True)
+    X = tied.ask()
+    with pytest.raises(ValueError, match="no winner"):
+        tied.tell(X, winner=0, tie=True)
+    with pytest.raises(ValueError, match="2 options"):
+        tied.add_comparison(torch.cat([X, X.mean(0, keepdim=True)]), tie=True)
+    assert tied.n_queries == 0
+    with pytest.raises(ValueError, match="answers='pairs'"):
+        PreferenceOptimizer(BOUNDS, strategy="qeubo", q=3, ties=True)
+    with pytest.raises(ValueError, match="pairwisegp"):
+        PreferenceOptimizer(BOUNDS, strategy="qeubo", q=3, model="pairwisegp")
+    with pytest.raises(ValueError, match="answers"):
+        PreferenceOptimizer(BOUNDS, answers="votes")
 
 
 @pytest.mark.parametrize("strategy", ["eubo", "qeubo"])
@@ -318,7 +390,7 @@ def test_replay_accepts_tuples_and_rankings():
     r = PreferenceOptimizer.replay(
         [(X1, 2), QueryRecord(X2, 1, (1, 2, 0))], BOUNDS, strategy="random", q=3, seed=12
     )
-    assert torch.equal(r.comparisons, opt.comparisons)
+    assert r.preference_data == opt.preference_data
     with pytest.raises(ValueError, match="record"):
         PreferenceOptimizer.replay([X1], BOUNDS, strategy="random", q=3)
 

@@ -10,6 +10,7 @@ from datetime import datetime
 import pytest
 import torch
 
+from botorch_pref.likelihoods import ObservationKind
 from botorch_pref.loop import PreferenceOptimizer
 from botorch_pref.sessions import (
     SCHEMA_VERSION,
@@ -137,7 +138,8 @@ def test_model_equals_a_direct_replay_of_the_answers(db):
         assert torch.equal(direct.ask(), torch.tensor(s.ask().options, dtype=torch.float64))
 
 
-def test_skip_and_tie_are_recorded_but_not_modelled(session):
+def test_skip_is_recorded_and_tie_is_modelled(session):
+    assert session.settings["ties"] is True  # the default for new pair sessions
     answer_some(session, 2)
     skipped = session.ask()
     session.answer(skipped.id, skip=True)
@@ -147,9 +149,19 @@ def test_skip_and_tie_are_recorded_but_not_modelled(session):
     assert session.ask().options not in (skipped.options, tied.options)
     kinds = [h.answer.kind for h in session.history()]
     assert kinds == ["winner", "winner", "skip", "tie"]
-    assert session.optimizer.comparisons.shape[0] == 2
+    data = session.optimizer.preference_data
+    assert data.kind.tolist() == [0, 0, int(ObservationKind.TIE)]
+    assert session.optimizer.history[-1].tie
     p = session.progress()
     assert (p.answered, p.choices, p.skips, p.ties) == (4, 2, 1, 1)
+
+
+def test_sessions_without_ties_record_but_do_not_model_them(db):
+    with Session.create(db, "noties", PARAMS, "random", seed=0, ties=False) as s:
+        answer_some(s, 2)
+        s.answer(s.ask().id, tie=True)
+        assert s.optimizer.comparisons.shape[0] == 2
+        assert s.progress().ties == 1
 
 
 def test_ranking_for_three_options(db):
@@ -157,7 +169,10 @@ def test_ranking_for_three_options(db):
         query = s.ask()
         s.answer(query.id, ranking=[2, 0, 1])
         assert s.history()[0].answer.ranking == (2, 0, 1)
-        assert s.optimizer.comparisons.shape == (2, 2)
+        # a ranking of three options is one Plackett-Luce observation, not two pairs
+        data = s.optimizer.preference_data
+        assert data.kind.tolist() == [int(ObservationKind.RANKING)]
+        assert data.options.tolist() == [[2, 0, 1]]
         with pytest.raises(InvalidAnswerError, match="permutation"):
             s.answer(s.ask().id, ranking=[0, 0, 1])
 

@@ -7,10 +7,13 @@ A :class:`Session` is a named study in a session database (see
 session's settings and seed, so a resumed session has the same data and hyperparameters as the
 process that recorded them, and the same next query.
 
-``skip`` and ``tie`` ("no preference") answers are recorded with their times but not given to the
-optimiser, which has no likelihood for them yet. The optimiser would then propose the same query
-again; a query that has a standing skip or tie is therefore never proposed twice, and uniformly
-random options (seeded by the session's seed and the number of answers) are asked instead.
+A ``tie`` ("no preference") answer to a pair is given to the optimiser as well when the session
+models ties (``ties=True``, the default for new sessions with ``q = 2``: the pair likelihood is
+then ordinal, with a fitted threshold); an answer about ``q > 2`` options is a choice among them
+(or a Plackett-Luce ranking), not a set of pairs. ``skip`` answers, ties in sessions that do not
+model them (older sessions, ``q > 2``), are recorded with their times but not given to the
+optimiser. A query with a standing skip or tie is never proposed twice: uniformly random options
+(seeded by the session's seed and the number of answers) are asked instead.
 
 Example:
     >>> s = Session.create("study.db", "alice", {"sweetness": (0, 10), "sourness": (0, 5)},
@@ -57,6 +60,8 @@ OPTIMIZER_OPTIONS = (
     "num_restarts",
     "raw_samples",
     "mc_samples",
+    "answers",
+    "ties",
     "champion_variant",
 )
 _RESERVED_NAMES = frozenset(exchange.CSV_COLUMNS)
@@ -342,7 +347,10 @@ class Session:
             timeout: Seconds to wait for another process's write lock.
             **optimizer_options: Other ``PreferenceOptimizer`` settings (``n_initial``,
                 ``model`` (a name), ``refit_every``, ``refit_all_until``, ``num_restarts``,
-                ``raw_samples``, ``mc_samples``, ``champion_variant``).
+                ``raw_samples``, ``mc_samples``, ``answers``, ``ties``, ``champion_variant``).
+                A new session with ``q = 2`` and a Laplace model models "no preference"
+                answers (``ties=True``) unless told otherwise; with ``q > 2`` an answer is a
+                choice among the options (``answers="choice"``, the optimiser's default).
 
         Returns:
             The open session.
@@ -367,6 +375,13 @@ class Session:
             raise SessionError(f"budget must be a positive integer, got {budget!r}.")
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] >> 2)
+        if (
+            "ties" not in optimizer_options
+            and q == 2
+            and optimizer_options.get("model", "laplace") != "pairwisegp"
+            and optimizer_options.get("answers", "auto") != "choice"
+        ):
+            optimizer_options["ties"] = True
         bounds = [[lo for _, lo, _ in params], [hi for _, _, hi in params]]
         try:
             opt = PreferenceOptimizer(
@@ -584,7 +599,13 @@ class Session:
         self, answers: Sequence[AnswerRow], queries: Mapping[int, QueryRow]
     ) -> PreferenceOptimizer:
         """Bring the optimiser up to the standing choices, rebuilding it after a retraction."""
-        choices = [a for a in answers if a.kind in ("winner", "ranking")]
+        ties = bool(self.settings.get("ties"))
+        choices = [
+            a
+            for a in answers
+            if a.kind in ("winner", "ranking")
+            or (ties and a.kind == "tie" and len(queries[a.query_id].designs) == 2)
+        ]
         ids = [a.id for a in choices]
         if self._opt is None or ids[: len(self._applied)] != self._applied:
             self._opt = PreferenceOptimizer(self.bounds, **self.settings)
@@ -592,7 +613,9 @@ class Session:
         for a in choices[len(self._applied) :]:
             designs = [list(x) for x in queries[a.query_id].designs]
             try:
-                if a.kind == "ranking":
+                if a.kind == "tie":
+                    self._opt.add_comparison(designs, tie=True)
+                elif a.kind == "ranking":
                     self._opt.add_comparison(designs, ranking=list(a.ranking))
                 else:
                     self._opt.add_comparison(designs, a.winner)
