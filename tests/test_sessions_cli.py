@@ -158,6 +158,19 @@ def test_status_list_export_import(db, tmp_path, capsys, monkeypatch):
     assert kinds(db, "bob") == [("winner", 0, True), ("tie", None, True)]
 
 
+def test_create_flags_for_ties_and_choices(db, capsys, monkeypatch):
+    from botorch_pref.sessions import Session
+
+    run_cli(capsys, monkeypatch, "session", "create", db, "nt", "--param", "x:0:1",
+            "--no-ties")  # fmt: skip
+    run_cli(capsys, monkeypatch, "session", "create", db, "q3", "--param", "x:0:1", "-q", "3",
+            "--strategy", "qeubo", "--answers", "pairs")  # fmt: skip
+    with Session.open(db, "nt") as s:
+        assert s.settings["ties"] is False
+    with Session.open(db, "q3") as s:
+        assert s.settings["answers"] == "pairs" and "ties" not in s.settings
+
+
 def test_bad_input_gives_clear_errors_and_loses_nothing(db, tmp_path, capsys, monkeypatch):
     run_cli(capsys, monkeypatch, "session", "run", db, "alice", stdin="a\nq\n")
     before = kinds(db)

@@ -107,6 +107,17 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
     cr.add_argument("--budget", type=int, default=None, help="planned number of answers")
     cr.add_argument("--n-initial", type=int, default=None, help="random queries first")
     cr.add_argument("--model", default=None, help="laplace (default) or pairwisegp")
+    cr.add_argument(
+        "--answers",
+        choices=("choice", "pairs"),
+        default=None,
+        help="q > 2 answers as a choice among the options (default) or as pairs",
+    )
+    cr.add_argument(
+        "--no-ties",
+        action="store_true",
+        help="record 'no preference' answers without modelling them (default for q = 2: model)",
+    )
     cr.set_defaults(func=cmd_create)
 
 
@@ -155,6 +166,10 @@ def cmd_create(args: argparse.Namespace) -> int:
         options["n_initial"] = args.n_initial
     if args.model is not None:
         options["model"] = args.model
+    if args.answers is not None:
+        options["answers"] = args.answers
+    if args.no_ties:
+        options["ties"] = False
     params = [_parse_param(p) for p in args.param]
     with Session.create(
         args.db, args.name, params, args.strategy, args.q, args.seed, budget=args.budget, **options
