@@ -295,7 +295,7 @@ def damped_newton(
     state: Callable[[Tensor], _State],
     newton_target: Callable[[Tensor], Tensor],
     to_f: Callable[[Tensor], Tensor],
-    current: _State,
+    starts: list[_State],
     *,
     tol: float,
     max_iter: int,
@@ -314,7 +314,8 @@ def damped_newton(
         state: Maps coefficients (``B x c``) to their :class:`_State`.
         newton_target: Maps differences ``d`` to the Newton iterate's coefficients.
         to_f: Maps coefficients to the utilities ``f`` (``B x n``).
-        current: The starting state.
+        starts: Candidate starting states; each member starts from its best (highest
+            :math:`\Psi`) candidate.
         tol: Stopping tolerance on ``max |f_new - f| / max(1, max |f|)``.
         max_iter: Maximum iterations.
         max_halvings: Maximum step halvings per line search.
@@ -322,6 +323,9 @@ def damped_newton(
     Returns:
         ``(state, f, iterations, converged)``.
     """
+    current = starts[0]
+    for start in starts[1:]:
+        current = _select(start.psi > current.psi, start, current)
     B = current.coef.shape[0]
     converged = torch.zeros(B, dtype=torch.bool, device=current.coef.device)
     f = to_f(current.coef)
@@ -483,14 +487,11 @@ def find_mode(
             d0 = _net_wins_guess(structure, K)
         if d0 is not None:
             starts.append(state(newton_target(d0)))
-        for start in starts:
-            current = _select(start.psi > current.psi, start, current)
-
         current, f, iterations, converged = damped_newton(
             state,
             newton_target,
             to_f,
-            current,
+            [current, *starts],
             tol=tol,
             max_iter=max_iter,
             max_halvings=max_halvings,

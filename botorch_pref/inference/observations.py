@@ -68,7 +68,6 @@ from botorch_pref.inference.laplace import (
     _pair_diff,
     _rows_diff,
     _scatter_pairs,
-    _select,
     _State,
     choose_form,
     damped_newton,
@@ -278,14 +277,11 @@ def find_mode(
             starts.append(state(beta0 if comparison else _scatter_pairs(beta0, rows, n)))
         if d0 is not None:
             starts.append(state(newton_target(d0)))
-        for start in starts:
-            current = _select(start.psi > current.psi, start, current)
-
         current, f, iterations, converged = damped_newton(
             state,
             newton_target,
             to_f,
-            current,
+            [current, *starts],
             tol=tol,
             max_iter=max_iter,
             max_halvings=max_halvings,
