@@ -177,3 +177,15 @@ def test_run_replications_rejects_bad_input():
         run_replications("branin", "random", n_replications=0, n_queries=1, scale=0.1)
     with pytest.raises(ValueError, match="dtype"):
         run_replications("branin", "random", n_replications=1, n_queries=1, dtype=torch.int64)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_run_replications_on_cuda(dtype):
+    kwargs = dict(n_replications=3, n_queries=2, n_initial=4, scale=0.1, seed=1, dtype=dtype)
+    gpu = run_replications("branin", "eubo", device="cuda", **kwargs)
+    assert gpu.device.startswith("cuda") and bool(torch.isfinite(gpu.regret).all())
+    cpu = run_replications("branin", "eubo", **kwargs)
+    # the random phase and its answers are the same numbers on either device
+    torch.testing.assert_close(gpu.queries[:, :4], cpu.queries[:, :4], rtol=0, atol=0)
+    assert torch.equal(gpu.winners[:, :4], cpu.winners[:, :4])
