@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from botorch_pref.acquisition import make_eubo, make_qeubo
+from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.likelihoods import Choice, ObservationKind
 from botorch_pref.loop import (
@@ -56,7 +56,7 @@ from botorch_pref.users import SimulatedUser, calibrate_noise
 
 __all__ = ["BATCHED_STRATEGIES", "ReplicationResults", "run_replications"]
 
-BATCHED_STRATEGIES = ("eubo", "qeubo", "random")
+BATCHED_STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
 REGRET_FLOOR = 1e-12
 
 
@@ -223,7 +223,9 @@ def run_replications(
         problem: A utility to maximise on the unit cube, or its name for
             :func:`~botorch_pref.test_functions.get_utility`.
         strategy: ``"eubo"`` (BoTorch's analytic EUBO on pairs), ``"qeubo"`` (Monte-Carlo
-            qEUBO on ``q`` options) or ``"random"``.
+            qEUBO on ``q`` options), ``"champion-challenger"`` (each replication's champion
+            against its challenger, :class:`~botorch_pref.acquisition.ChampionChallenger`) or
+            ``"random"``.
         n_replications: Number of replications ``R``.
         n_queries: Acquisition queries after the initial ones.
         q: Options per query (``"eubo"`` needs ``q = 2``).
@@ -253,8 +255,8 @@ def run_replications(
     utility = get_utility(problem) if isinstance(problem, str) else problem
     if strategy not in BATCHED_STRATEGIES:
         raise ValueError(f"strategy must be one of {BATCHED_STRATEGIES}, got {strategy!r}.")
-    if strategy == "eubo" and q != 2:
-        raise ValueError(f"strategy 'eubo' compares pairs (q = 2), got q = {q}.")
+    if strategy in ("eubo", "champion-challenger") and q != 2:
+        raise ValueError(f"strategy {strategy!r} compares pairs (q = 2), got q = {q}.")
     R, T_acq = int(n_replications), int(n_queries)
     if R < 1 or T_acq < 0 or q < 2:
         raise ValueError(
@@ -272,7 +274,7 @@ def run_replications(
         scale = calibrate_noise(utility, error_rate, noise=noise, seed=0)
     seeds = [int(seed) + i for i in range(R)]
     users = [SimulatedUser(utility, noise=noise, scale=scale, seed=s) for s in seeds]
-    q_opt = 2 if strategy == "eubo" else q
+    q_opt = {"eubo": 2, "champion-challenger": 1}.get(strategy, q)
     restarts, raw = _effort(d, q_opt)
     restarts = num_restarts or restarts
     raw = raw_samples or raw
@@ -291,8 +293,16 @@ def run_replications(
         if k < n_init or strategy == "random" or model is None:
             X = _random_queries(seeds, k, _STREAM_RANDOM, q, d, dtype).to(device)
         else:
+            champions = None
             if strategy == "eubo":
                 acqf = make_eubo(model)
+            elif strategy == "champion-challenger":
+                # each replication's champion: its compared design with the highest mean
+                designs, _, known = data.padded()
+                with torch.no_grad():
+                    best = model.utility.masked_fill(~known, -math.inf).argmax(-1)
+                champions = designs[torch.arange(R, device=device), best]
+                acqf = ChampionChallenger(model, champions, log=True)
             else:
                 acqf = make_qeubo(
                     model, mc_samples, seed=_derived_seed(seed, k, _STREAM_ACQF) % 2**31
@@ -310,6 +320,8 @@ def run_replications(
                     device=device,
                 )
             X = X.detach()
+            if champions is not None:
+                X = torch.cat([champions.unsqueeze(-2), X], dim=-2)
         X = _repair(X, seeds, k)
         X_cpu = X.cpu()
         for r in range(R):

@@ -166,6 +166,36 @@ def test_choice_answers_enter_the_model_as_choices():
     assert choice.queries.shape == (2, 6, 3, 2)
 
 
+def test_champion_challenger_replications_reuse_each_champion():
+    res = run_replications(
+        "branin", "champion-challenger", n_replications=2, n_queries=2, n_initial=4,
+        scale=0.1, seed=6,
+    )  # fmt: skip
+    for r in range(2):
+        earlier = res.queries[r, :4].reshape(-1, 2)
+        for k in (4, 5):
+            champion = res.queries[r, k, 0]
+            assert bool((earlier == champion).all(-1).any()), "the champion is a compared design"
+            earlier = torch.cat([earlier, res.queries[r, k]])
+
+
+def test_batched_champion_challenger_equals_per_member_values():
+    from botorch_pref.acquisition import ChampionChallenger
+
+    datasets = [_data(12, 20, 7), _data(20, 30, 8)]
+    X, C = _stack(datasets)
+    batch = PairwiseLaplaceGP(X, C, covar_module=make_covar_module(2, batch_shape=torch.Size([2])))
+    champions = X[:, 0]
+    Z = torch.rand(5, 2, 1, 2, dtype=DT, generator=torch.Generator().manual_seed(0))
+    values = ChampionChallenger(batch, champions)(Z)
+    for i, (Xi, Ci) in enumerate(datasets):
+        single = PairwiseLaplaceGP(Xi, Ci, covar_module=make_covar_module(2))
+        ref = ChampionChallenger(single, champions[i])(Z[:, i])
+        torch.testing.assert_close(values[:, i], ref)
+    with pytest.raises(ValueError, match="one per model batch member"):
+        ChampionChallenger(batch, torch.zeros(3, 2, dtype=DT))
+
+
 def test_run_replications_rejects_bad_input():
     with pytest.raises(ValueError, match="answers"):
         run_replications("branin", "qeubo", q=3, answers="votes", n_replications=1, n_queries=1)

@@ -115,7 +115,8 @@ class ChampionChallenger(AnalyticAcquisitionFunction):
         model: A single-output preference model whose posterior is Gaussian (e.g.
             :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP`, ``PairwiseGP``).
         champion: The champion :math:`c`, a ``d`` or ``1 x d`` tensor in the model's input
-            space.
+            space, or a ``batch_shape x d`` tensor with one champion per member of a batched
+            model.
         variant: ``"joint"`` (the default) or ``"marginal"``.
         log: Return :math:`\log \alpha(x)` instead of :math:`\alpha(x)`.
         posterior_transform: An optional BoTorch posterior transform.
@@ -132,15 +133,28 @@ class ChampionChallenger(AnalyticAcquisitionFunction):
         super().__init__(model=model, posterior_transform=posterior_transform)
         if variant not in ("joint", "marginal"):
             raise ValueError(f"variant must be 'joint' or 'marginal', got {variant!r}.")
-        if not torch.is_tensor(champion) or champion.dim() not in (1, 2):
-            raise ValueError("champion must be a `d` or `1 x d` tensor.")
-        if champion.dim() == 2 and champion.shape[0] != 1:
+        if not torch.is_tensor(champion) or champion.dim() < 1:
+            raise ValueError("champion must be a `d`, `1 x d` or `batch_shape x d` tensor.")
+        lead = tuple(champion.shape[:-1])
+        if lead not in ((), (1,)):
+            try:
+                batch = tuple(model.batch_shape)
+            except NotImplementedError:
+                batch = ()
+        else:
+            batch = lead
+        if lead not in ((), (1,), batch):
             raise ValueError(
-                f"champion must be a single design, got shape {tuple(champion.shape)}."
+                f"champion must be a single design or one per model batch member "
+                f"(batch shape {batch}), got shape {tuple(champion.shape)}."
             )
         if not bool(torch.isfinite(champion).all()):
             raise ValueError("champion contains NaN or infinite values.")
-        self.register_buffer("champion", champion.detach().reshape(1, -1).clone())
+        if champion.dim() == 1 or tuple(champion.shape[:-1]) == (1,):
+            champion = champion.reshape(1, -1)
+        else:  # one champion per batch member: batch_shape x 1 x d
+            champion = champion.unsqueeze(-2)
+        self.register_buffer("champion", champion.detach().clone())
         self.variant = variant
         self._log = bool(log)
 
