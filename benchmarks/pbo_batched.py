@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         scale = calibrate_noise(utility, error_rate=args.error_rate, noise="gumbel")
         d = utility.dim
         for strategy in args.strategies:
-            q_opt = 2 if strategy == "eubo" else args.q
+            q_opt = {"eubo": 2, "champion-challenger": 1}.get(strategy, args.q)
             restarts, raw = _effort(d, q_opt)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
