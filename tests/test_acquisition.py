@@ -218,3 +218,38 @@ def test_bad_arguments(model):
     acqf = ChampionChallenger(model, c)
     with pytest.raises(ValueError, match="input dimensions"):
         acqf(torch.rand(2, 1, 3, dtype=DT))
+
+
+def test_fused_laplace_eubo_equals_botorch_eubo():
+    from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
+    from botorch.models.transforms.input import Normalize
+
+    from botorch_pref.acquisition import LaplaceEUBO
+    from botorch_pref.models.pairwise import make_covar_module
+
+    g = torch.Generator().manual_seed(3)
+    X = torch.rand(30, 3, generator=g, dtype=DT)
+    C = torch.stack([torch.arange(0, 30, 2), torch.arange(1, 30, 2)], -1)
+    model = PairwiseLaplaceGP(X, C)
+    fused = make_eubo(model)
+    assert isinstance(fused, LaplaceEUBO)
+    reference = AnalyticExpectedUtilityOfBestOption(pref_model=model)
+    Z = torch.rand(7, 2, 3, generator=g, dtype=DT, requires_grad=True)
+    v, (gv,) = fused(Z), torch.autograd.grad(fused(Z).sum(), Z)
+    r, (gr,) = reference(Z), torch.autograd.grad(reference(Z).sum(), Z)
+    torch.testing.assert_close(v, r)
+    torch.testing.assert_close(gv, gr)
+    # batched models (padded members too) and t-batches of pairs
+    Xb = torch.stack([X, torch.cat([X[:20], X[:10]])])
+    Cb = torch.stack([C, torch.cat([C[:8], torch.full((7, 2), -1)])])
+    batch = PairwiseLaplaceGP(Xb, Cb, covar_module=make_covar_module(3, batch_shape=Xb.shape[:1]))
+    Zb = torch.rand(5, 2, 2, 3, generator=g, dtype=DT)
+    torch.testing.assert_close(
+        make_eubo(batch)(Zb), AnalyticExpectedUtilityOfBestOption(pref_model=batch)(Zb)
+    )
+    # models it does not fit get BoTorch's class
+    transformed = PairwiseLaplaceGP(X, C, input_transform=Normalize(3))
+    assert not isinstance(make_eubo(transformed), LaplaceEUBO)
+    assert not isinstance(make_eubo(model, previous_winner=X[0]), LaplaceEUBO)
+    with pytest.raises(ValueError, match="ScaleKernel"):
+        LaplaceEUBO(transformed)

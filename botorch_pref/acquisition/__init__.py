@@ -1,6 +1,13 @@
 """Acquisition functions for preferential BO: champion-challenger and EUBO/qEUBO builders."""
 
 from botorch_pref.acquisition.champion import ChampionChallenger, champion, champion_index
-from botorch_pref.acquisition.eubo import make_eubo, make_qeubo
+from botorch_pref.acquisition.eubo import LaplaceEUBO, make_eubo, make_qeubo
 
-__all__ = ["ChampionChallenger", "champion", "champion_index", "make_eubo", "make_qeubo"]
+__all__ = [
+    "ChampionChallenger",
+    "LaplaceEUBO",
+    "champion",
+    "champion_index",
+    "make_eubo",
+    "make_qeubo",
+]

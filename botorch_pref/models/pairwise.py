@@ -608,6 +608,32 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         return log_z.reshape(self.batch_shape)
 
     # -------------------------------------------------------------- predict
+    def _current_factors(self) -> laplace.LaplaceFactors:
+        """The posterior factors for the current data and hyperparameters (formed lazily)."""
+        self._ensure_current()
+        if self._factors is None:
+            self._factors = self._engine.laplace_factors(
+                self.likelihood, self._structure, self._K, self._mode
+            )
+        return self._factors
+
+    def predictive_factors(self) -> tuple[Tensor, laplace.LaplaceFactors]:
+        r"""Transformed training inputs and posterior factors, for fused acquisition code.
+
+        The predictive mean at transformed inputs :math:`x` is :math:`k(x, X)\,\alpha` and the
+        covariance :math:`k(x, x') - (M k(X, x))^\top M k(X, x')`
+        (:class:`~botorch_pref.inference.laplace.LaplaceFactors`). Both are detached: they
+        follow the hyperparameters' current values, not their gradients.
+
+        Returns:
+            ``(train_X, factors)``: ``batch_shape x n x d`` inputs and factors with a flat
+            batch dimension (``prod(batch_shape)``, 1 for an unbatched model).
+        """
+        if not self._has_data():
+            raise RuntimeError("The model has no data.")
+        factors = self._current_factors()
+        return self._train_X, factors
+
     def _predict(self, X: Tensor, full_cov: bool = True) -> tuple[Tensor, Tensor]:
         """Posterior (or prior) mean and covariance at ``X`` (``... x q x d``, transformed)."""
         q = X.shape[-2]
@@ -623,11 +649,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         lead = out_batch[: len(out_batch) - nm]
         T = math.prod(lead)
         Bp = math.prod(model_part)
-        if self._factors is None:
-            self._factors = self._engine.laplace_factors(
-                self.likelihood, self._structure, self._K, self._mode
-            )
-        factors = self._factors
+        factors = self._current_factors()
         train_X = self._train_X
         if tuple(model_part) != tuple(model_batch):  # broadcast size-1 model dims
             idx = torch.arange(math.prod(model_batch), device=X.device)
