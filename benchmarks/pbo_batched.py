@@ -39,8 +39,8 @@ from pathlib import Path
 
 import torch
 
-from botorch_pref.experiments import _effort, run_replications
-from botorch_pref.loop import PreferenceOptimizer
+from botorch_pref.experiments import run_replications
+from botorch_pref.loop import PreferenceOptimizer, acquisition_effort
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         d = utility.dim
         for strategy in args.strategies:
             q_opt = {"eubo": 2, "champion-challenger": 1}.get(strategy, args.q)
-            restarts, raw = _effort(d, q_opt)
+            restarts, raw = acquisition_effort(d, q_opt)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             t0 = time.perf_counter()

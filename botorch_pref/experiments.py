@@ -39,15 +39,12 @@ from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.likelihoods import Choice, ObservationKind
 from botorch_pref.loop import (
-    _MAX_RAW,
-    _MAX_RESTARTS,
-    _MIN_RAW,
-    _MIN_RESTARTS,
     _STREAM_ACQF,
     _STREAM_RANDOM,
     _STREAM_REPAIR,
     _derived_seed,
     _lean_kernels,
+    acquisition_effort,
 )
 from botorch_pref.models.pairwise import PairwiseLaplaceGP, make_covar_module
 from botorch_pref.optim import fit_evidence_batched, optimize_acqf_batched
@@ -110,13 +107,6 @@ class ReplicationResults:
         if not 0 <= i < self.regret.shape[1]:
             raise ValueError(f"no answer {i + 1}: the runs have {self.regret.shape[1]} answers.")
         return self.log_regret()[:, i]
-
-
-def _effort(d: int, q: int) -> tuple[int, int]:
-    """``optimize_acqf`` restarts and raw samples, as :class:`PreferenceOptimizer` sets them."""
-    restarts = min(max(d * q, _MIN_RESTARTS), _MAX_RESTARTS)
-    raw = min(max(30 * d * q, _MIN_RAW), _MAX_RAW)
-    return restarts, raw
 
 
 def _random_queries(seeds: list[int], k: int, stream: int, q: int, d: int, dtype) -> Tensor:
@@ -275,7 +265,7 @@ def run_replications(
     seeds = [int(seed) + i for i in range(R)]
     users = [SimulatedUser(utility, noise=noise, scale=scale, seed=s) for s in seeds]
     q_opt = {"eubo": 2, "champion-challenger": 1}.get(strategy, q)
-    restarts, raw = _effort(d, q_opt)
+    restarts, raw = acquisition_effort(d, q_opt)
     restarts = num_restarts or restarts
     raw = raw_samples or raw
 

@@ -71,6 +71,7 @@ __all__ = [
     "PreferenceOptimizer",
     "QueryRecord",
     "Recommendation",
+    "acquisition_effort",
     "box_covar_module",
     "laplace_box_model",
     "laplace_model",
@@ -86,6 +87,18 @@ ModelFactory = Callable[[Tensor, Tensor], tuple[Model, MarginalLogLikelihood]]
 # Caps on optimize_acqf's effort (see PreferenceOptimizer's docstring).
 _MIN_RESTARTS, _MAX_RESTARTS = 4, 10
 _MIN_RAW, _MAX_RAW = 128, 512
+
+
+def acquisition_effort(d: int, q_opt: int) -> tuple[int, int]:
+    """Default ``optimize_acqf`` restarts and raw samples for ``q_opt`` points in ``d`` dims.
+
+    BoTorch's PBO pipeline uses :math:`d q` restarts and :math:`30 d q` raw samples; these are
+    clipped to ``[4, 10]`` and ``[128, 512]`` (see :class:`PreferenceOptimizer`).
+    """
+    restarts = min(max(d * q_opt, _MIN_RESTARTS), _MAX_RESTARTS)
+    return restarts, min(max(30 * d * q_opt, _MIN_RAW), _MAX_RAW)
+
+
 # Streams of derived seeds, one per kind of randomness.
 _STREAM_RANDOM, _STREAM_ACQF, _STREAM_FIT, _STREAM_REPAIR = 0, 1, 2, 3
 
@@ -405,16 +418,16 @@ class PreferenceOptimizer:
             raise ValueError(f"model must be a name or a factory callable, got {model!r}.")
         self.refit_every = self._positive_int(refit_every, "refit_every")
         self.refit_all_until = self._nonnegative_int(refit_all_until, "refit_all_until")
-        q_opt = 1 if strategy == "champion-challenger" else self.q
+        default_restarts, default_raw = acquisition_effort(
+            d, 1 if strategy == "champion-challenger" else self.q
+        )
         self.num_restarts = (
-            min(max(d * q_opt, _MIN_RESTARTS), _MAX_RESTARTS)
+            default_restarts
             if num_restarts is None
             else self._positive_int(num_restarts, "num_restarts")
         )
         self.raw_samples = (
-            min(max(30 * d * q_opt, _MIN_RAW), _MAX_RAW)
-            if raw_samples is None
-            else self._positive_int(raw_samples, "raw_samples")
+            default_raw if raw_samples is None else self._positive_int(raw_samples, "raw_samples")
         )
         self.mc_samples = self._positive_int(mc_samples, "mc_samples")
         if answers not in ("auto", "choice", "pairs"):

@@ -641,7 +641,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             K = self.covar_module(X).to_dense()
             mean = torch.zeros(K.shape[:-1], dtype=X.dtype, device=X.device)
             return mean, K
-        self._ensure_current()
+        factors = self._current_factors()  # brings the mode up to date first
         model_batch = self.batch_shape
         out_batch = torch.broadcast_shapes(X.shape[:-2], model_batch)
         nm = len(model_batch)
@@ -649,7 +649,6 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         lead = out_batch[: len(out_batch) - nm]
         T = math.prod(lead)
         Bp = math.prod(model_part)
-        factors = self._current_factors()
         train_X = self._train_X
         if tuple(model_part) != tuple(model_batch):  # broadcast size-1 model dims
             idx = torch.arange(math.prod(model_batch), device=X.device)
