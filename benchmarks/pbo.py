@@ -33,6 +33,9 @@ Examples::
     python benchmarks/pbo.py --problems hartmann6 --runs laplace:eubo laplace:random \
         laplace:champion-challenger pairwisegp:eubo --replications 5
 
+``--merge a.json b.json --out c`` summarises runs made in several invocations (for instance
+seeds split across processes) as one table and one plot.
+
 ``--batched`` runs all replications in lockstep on one batched model next to the sequential
 loop and ``--choice-study`` compares q = 4 answers as choices, as pairs, and q = 2 (see
 ``benchmarks/pbo_batched.py``).
@@ -204,11 +207,56 @@ def summarise(runs: list[Run], checkpoints: list[int]) -> str:
             if len(ok) < len(cruns):
                 row += f"  ({len(cruns) - len(ok)} failed)"
             lines.append(row)
+        lines += _paired_lines(pruns, configs, checkpoints[-1])
         ref = REFERENCE.get(problem)
         if ref:
             refs = ", ".join(f"{k} {v:+.2f}" for k, v in ref.items() if k != "scale")
             lines.append(f"reference (BoTorch PBO pipeline, 5 runs, @50): {refs}")
     return "\n".join(lines)
+
+
+def _paired_lines(runs: list[Run], configs: list[tuple[str, str]], k: int) -> list[str]:
+    """Per strategy, our model minus PairwiseGP after ``k`` queries, paired by seed.
+
+    Common random numbers make the paired difference far less noisy than the difference of
+    the two means; seeds that only one of the two models ran are left out.
+    """
+    lines = []
+    for model, strategy in configs:
+        if model == "pairwisegp" or ("pairwisegp", strategy) not in configs:
+            continue
+        ours = {r.seed: r for r in runs if (r.model, r.strategy) == (model, strategy)}
+        theirs = {r.seed: r for r in runs if (r.model, r.strategy) == ("pairwisegp", strategy)}
+        diffs, ratios = [], []
+        for seed in sorted(ours.keys() & theirs.keys()):
+            a, b = ours[seed], theirs[seed]
+            if a.error or b.error:
+                continue
+            va, vb = a.log_regret_after(k), b.log_regret_after(k)
+            if va is not None and vb is not None:
+                diffs.append(va - vb)
+            sa, sb = a.acquisition_seconds(), b.acquisition_seconds()
+            if sa and sb:
+                ratios.append(statistics.median(sa) / statistics.median(sb))
+        if diffs:
+            mean, se = _mean_se(diffs)
+            lines.append(
+                f"{model} - pairwisegp, {strategy}, paired over {len(diffs)} seeds: "
+                f"log10 regret @{k} {_fmt(mean, se)}; time per query, median of the "
+                f"per-seed ratios {statistics.median(ratios):.2f}"
+            )
+    return lines
+
+
+def load_runs(paths: list[str]) -> tuple[list[Run], list[int]]:
+    """Runs and checkpoints from JSON files written by earlier invocations (``--merge``)."""
+    runs: list[Run] = []
+    checkpoints: set[int] = set()
+    for path in paths:
+        payload = json.loads(Path(path).read_text())
+        checkpoints.update(payload["config"]["checkpoints"])
+        runs += [Run(**r) for r in payload["runs"]]
+    return runs, sorted(checkpoints)
 
 
 def plot(runs: list[Run], path: Path) -> None:
@@ -289,8 +337,20 @@ def main(argv: list[str] | None = None) -> int:
         help="refit after every N-th answer (default: the optimiser's schedule)",
     )
     parser.add_argument("--out", default="benchmarks/out/pbo", help="prefix of .json and .png")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="JSON",
+        help="summarise and plot the runs of earlier JSON outputs together (run nothing)",
+    )
     pbo_batched.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.merge:
+        runs, checkpoints = load_runs(args.merge)
+        print(summarise(runs, checkpoints), flush=True)
+        plot(runs, Path(args.out).with_suffix(".png"))
+        print(f"\nwrote {Path(args.out).with_suffix('.png')}", flush=True)
+        return 0
     if args.choice_study:
         return pbo_batched.choice_study(args)
     if args.batched:
