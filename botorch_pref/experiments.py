@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import torch
+from linear_operator.utils.errors import NotPSDError
 from torch import Tensor
 
 from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
@@ -186,6 +188,26 @@ class _Data:
         return PreferenceData(options, kind)
 
 
+def _refit(model: PairwiseLaplaceGP, answers: int) -> None:
+    """Refit every member; if the batched fit fails numerically, keep the previous values.
+
+    As :class:`~botorch_pref.loop.PreferenceOptimizer` does, a failed fit warns instead of
+    ending the run: every member keeps its previous hyperparameters.
+    """
+    state = {name: v.clone() for name, v in model.state_dict().items()}
+    try:
+        fit_evidence_batched(model)
+    except (NotPSDError, torch.linalg.LinAlgError) as err:
+        model.load_state_dict(state)
+        model.eval()
+        warnings.warn(
+            f"Hyperparameter fit failed after {answers} answers ({err}); keeping the previous "
+            "hyperparameters.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 def run_replications(
     problem: str | Utility,
     strategy: str = "eubo",
@@ -333,7 +355,7 @@ def run_replications(
             model.set_train_data(Xp, observations, update_model=True)
         answers = k + 1
         if answers <= refit_all_until or answers % refit_every == 0:
-            fit_evidence_batched(model)
+            _refit(model, answers)
             fits += 1
         with torch.no_grad():
             mean = model.utility.masked_fill(~real, -math.inf)

@@ -56,6 +56,7 @@ from botorch.utils.transforms import normalize, unnormalize
 from gpytorch.kernels import ScaleKernel
 from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.priors import SmoothedBoxPrior
+from linear_operator.utils.errors import NotPSDError
 from torch import Tensor
 
 from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
@@ -893,12 +894,17 @@ class PreferenceOptimizer:
         self._sync(X_unit)
 
     def _fit(self, k: int) -> None:
-        """Refit the hyperparameters from their current values (seeded restarts)."""
+        """Refit the hyperparameters from their current values (seeded restarts).
+
+        A fit that fails -- every attempt of ``fit_gpytorch_mll`` fails, or a custom kernel's
+        hyperparameters run into a numerically singular covariance -- keeps the previous
+        hyperparameters with a warning: the answer is recorded either way.
+        """
         state = {name: v.clone() for name, v in self._mll.state_dict().items()}
         with self._seeded(k, _STREAM_FIT):
             try:
                 fit_gpytorch_mll(self._mll)
-            except ModelFittingError as err:
+            except (ModelFittingError, NotPSDError, torch.linalg.LinAlgError) as err:
                 self._mll.load_state_dict(state)
                 warnings.warn(
                     f"Hyperparameter fit failed after query {k} ({err}); keeping the previous "

@@ -136,6 +136,29 @@ def test_random_replications_match_sequential_runs():
     assert agree >= 0.8 * 30
 
 
+def test_a_failed_batched_refit_keeps_the_hyperparameters(monkeypatch):
+    starts, ends = [], []
+
+    def fit(model):
+        scale = model.covar_module.outputscale
+        starts.append(scale.detach().clone())
+        if len(starts) == 3:  # the third fit moves the hyperparameters, then fails
+            with torch.no_grad():
+                model.covar_module.outputscale = torch.full_like(scale, 123.0)
+            raise torch.linalg.LinAlgError("cholesky failed")
+        fit_evidence_batched(model)
+        ends.append(model.covar_module.outputscale.detach().clone())
+
+    monkeypatch.setattr("botorch_pref.experiments.fit_evidence_batched", fit)
+    with pytest.warns(RuntimeWarning, match="fit failed after 3 answers"):
+        res = run_replications(
+            "branin", "random", n_replications=2, n_queries=2, n_initial=3, scale=0.1, seed=1
+        )
+    assert res.fits == 5 and torch.isfinite(res.regret).all()
+    # the fourth fit starts where the second one ended: the failed third left nothing behind
+    assert torch.equal(starts[3], ends[1])
+
+
 def test_eubo_replications_run_and_start_like_sequential():
     res = run_replications(
         "branin", "eubo", n_replications=2, n_queries=3, n_initial=5, scale=0.1, seed=3

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from botorch.exceptions.errors import ModelFittingError
 from botorch.models import PairwiseGP
+from linear_operator.utils.errors import NotPSDError
 
 from botorch_pref import PairwiseLaplaceGP, PreferenceOptimizer, QueryRecord
 from botorch_pref.likelihoods import ObservationKind, Ranking
@@ -493,3 +495,41 @@ def test_box_model_fits_a_larger_outputscale_to_consistent_answers():
     loop_os = model.covar_module.outputscale.item()
     default_os = default.covar_module.outputscale.item()
     assert loop_os > 1.5 * default_os, (loop_os, default_os)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ModelFittingError("all attempts failed"),
+        NotPSDError("not PSD"),
+        torch.linalg.LinAlgError("cholesky failed"),
+    ],
+    ids=["ModelFittingError", "NotPSDError", "LinAlgError"],
+)
+def test_a_failed_refit_keeps_the_hyperparameters_and_records_the_answer(monkeypatch, error):
+    opt = PreferenceOptimizer(BOUNDS, strategy="random", seed=3)
+    _run(opt, 3)
+    before = {k: v.clone() for k, v in opt.model.covar_module.state_dict().items()}
+
+    def failing_fit(mll, **kwargs):
+        # Move the hyperparameters as a fit in progress would, then fail.
+        with torch.no_grad():
+            mll.model.covar_module.outputscale = 123.0
+        raise error
+
+    monkeypatch.setattr("botorch_pref.loop.fit_gpytorch_mll", failing_fit)
+    X = opt.ask()
+    with pytest.warns(RuntimeWarning, match="fit failed after query 4"):
+        opt.tell(X, _answer(X))
+    assert opt.n_queries == 4 and opt.comparisons.shape[0] == 4
+    after = opt.model.covar_module.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    # The posterior is the one at the kept hyperparameters on all four answers: a model built
+    # from scratch with them agrees.
+    ref = PairwiseLaplaceGP(opt.model.datapoints, opt.comparisons.clone())
+    ref.covar_module.load_state_dict(before)
+    Xt = opt.model.datapoints
+    with torch.no_grad():
+        got = opt.model.posterior(Xt).mean
+        want = ref.posterior(Xt).mean
+    assert torch.allclose(got, want, atol=1e-8)
