@@ -5,7 +5,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench-model bench-pbo bench-lfpl clean
+.PHONY: demo test lint format bench-model bench-pbo bench-lfpl bench-acqf clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ bench-pbo: $(STAMP)
 
 bench-lfpl: $(STAMP)
 	$(BIN)/python benchmarks/lfpl.py
+
+bench-acqf: $(STAMP)
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python benchmarks/acquisition.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

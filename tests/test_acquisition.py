@@ -253,3 +253,51 @@ def test_fused_laplace_eubo_equals_botorch_eubo():
     assert not isinstance(make_eubo(model, previous_winner=X[0]), LaplaceEUBO)
     with pytest.raises(ValueError, match="ScaleKernel"):
         LaplaceEUBO(transformed)
+
+
+@pytest.mark.filterwarnings("ignore:A not p.d., added jitter")
+@pytest.mark.parametrize("q", [2, 4])
+def test_fused_laplace_qeubo_equals_botorch_qeubo(q):
+    from botorch.acquisition.preference import qExpectedUtilityOfBestOption
+    from botorch.models.transforms.input import Normalize
+    from botorch.sampling.normal import SobolQMCNormalSampler
+
+    from botorch_pref.acquisition import LaplaceQEUBO
+    from botorch_pref.models.pairwise import make_covar_module
+
+    def botorch_qeubo(model, seed):
+        sampler = SobolQMCNormalSampler(sample_shape=torch.Size([64]), seed=seed)
+        return qExpectedUtilityOfBestOption(pref_model=model, sampler=sampler)
+
+    g = torch.Generator().manual_seed(5)
+    X = torch.rand(30, 3, generator=g, dtype=DT)
+    C = torch.stack([torch.arange(0, 30, 2), torch.arange(1, 30, 2)], -1)
+    model = PairwiseLaplaceGP(X, C)
+    fused = make_qeubo(model, num_samples=64, seed=11)
+    assert isinstance(fused, LaplaceQEUBO)
+    reference = botorch_qeubo(model, 11)
+    # t-batches of option sets, one of them with two identical options (singular covariance)
+    Z = torch.rand(7, q, 3, generator=g, dtype=DT)
+    Z[3, 1] = Z[3, 0]
+    Z.requires_grad_(True)
+    v, (gv,) = fused(Z), torch.autograd.grad(fused(Z).sum(), Z)
+    r, (gr,) = reference(Z), torch.autograd.grad(reference(Z).sum(), Z)
+    torch.testing.assert_close(v, r)
+    torch.testing.assert_close(gv, gr)
+    # another seed gives other base samples
+    assert not torch.allclose(make_qeubo(model, num_samples=64, seed=12)(Z), v)
+    # batched models (padded members too)
+    Xb = torch.stack([X, torch.cat([X[:20], X[:10]])])
+    Cb = torch.stack([C, torch.cat([C[:8], torch.full((7, 2), -1)])])
+    batch = PairwiseLaplaceGP(Xb, Cb, covar_module=make_covar_module(3, batch_shape=Xb.shape[:1]))
+    Zb = torch.rand(5, 2, q, 3, generator=g, dtype=DT)
+    torch.testing.assert_close(
+        make_qeubo(batch, num_samples=64, seed=2)(Zb), botorch_qeubo(batch, 2)(Zb)
+    )
+    # models it does not fit get BoTorch's class; pending points are refused
+    transformed = PairwiseLaplaceGP(X, C, input_transform=Normalize(3))
+    assert not isinstance(make_qeubo(transformed), LaplaceQEUBO)
+    with pytest.raises(ValueError, match="ScaleKernel"):
+        LaplaceQEUBO(transformed)
+    with pytest.raises(NotImplementedError, match="pending"):
+        fused.set_X_pending(Z[:1].detach())

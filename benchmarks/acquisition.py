@@ -1,0 +1,142 @@
+r"""Acquisition benchmark: one value-and-gradient evaluation, the unit ``optimize_acqf`` repeats.
+
+For each number of compared designs ``n`` (default 50, 100, 150: the sizes an EUBO run on
+Hartmann-6 passes through) the data are ``n`` uniform designs in the unit cube and ``n / 2``
+disjoint pairs answered by a probit user (scale 0.2) on ``--problem`` (default Hartmann-6).
+Three evaluations of the same acquisition run side by side in one process on the same
+candidates, a ``12 x q x d`` batch (12 restarts of ``optimize_acqf``), value and ``backward``:
+
+* ``fused``: what :func:`botorch_pref.acquisition.make_eubo` / ``make_qeubo`` return for
+  ``PairwiseLaplaceGP`` (``LaplaceEUBO``, ``LaplaceQEUBO``);
+* ``BoTorch on ours``: BoTorch's ``AnalyticExpectedUtilityOfBestOption`` /
+  ``qExpectedUtilityOfBestOption`` on the same ``PairwiseLaplaceGP``;
+* ``BoTorch on PairwiseGP``: the same classes on ``botorch.models.PairwiseGP`` with the same data
+  and the same hyperparameters (outputscale and lengthscales copied from ours).
+
+qEUBO uses 256 scrambled-Sobol samples (the loop's default). All three run inside the loop's
+``_lean_kernels`` context, as ``PreferenceOptimizer`` evaluates them. Each time is the median of
+``--repeats`` blocks of 50 evaluations after a warm-up. The table also gives the largest absolute
+difference between the fused values and BoTorch's on our model (they should agree to rounding).
+
+Example::
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/acquisition.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+from botorch.acquisition.preference import (
+    AnalyticExpectedUtilityOfBestOption,
+    qExpectedUtilityOfBestOption,
+)
+from botorch.models import PairwiseGP
+from botorch.sampling.normal import SobolQMCNormalSampler
+
+from botorch_pref import PairwiseLaplaceGP
+from botorch_pref.acquisition import make_eubo, make_qeubo
+from botorch_pref.loop import _lean_kernels
+from botorch_pref.test_functions import get_utility
+from botorch_pref.users import SimulatedUser
+
+MC_SAMPLES = 256
+RESTARTS = 12
+
+
+def _models(problem: str, n: int, seed: int) -> tuple[PairwiseLaplaceGP, PairwiseGP]:
+    utility = get_utility(problem)
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, utility.dim, generator=g, dtype=torch.float64)
+    user = SimulatedUser(utility, noise="probit", scale=0.2, seed=seed)
+    rows = []
+    for i in range(0, n - 1, 2):
+        w = int(user.choose(X[i : i + 2]))
+        rows.append((i + w, i + 1 - w))  # (winner, loser)
+    C = torch.tensor(rows)
+    ours = PairwiseLaplaceGP(X, C)
+    pgp = PairwiseGP(X, C)
+    with torch.no_grad():
+        pgp.covar_module.outputscale = ours.covar_module.outputscale
+        pgp.covar_module.base_kernel.lengthscale = ours.covar_module.base_kernel.lengthscale
+    pgp.set_train_data(X, C, update_model=True)
+    ours.eval()
+    pgp.eval()
+    return ours, pgp
+
+
+def _time(acqf, Z: torch.Tensor, repeats: int, block: int = 50) -> float:
+    """Median seconds per value-and-gradient evaluation."""
+    for _ in range(3):
+        acqf(Z).sum().backward()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(block):
+            acqf(Z).sum().backward()
+        times.append((time.perf_counter() - t0) / block)
+    return statistics.median(times)
+
+
+def _acquisitions(kind: str, ours, pgp):
+    if kind == "EUBO":
+        return (
+            make_eubo(ours),
+            AnalyticExpectedUtilityOfBestOption(pref_model=ours),
+            AnalyticExpectedUtilityOfBestOption(pref_model=pgp),
+        )
+
+    def sampler():
+        return SobolQMCNormalSampler(sample_shape=torch.Size([MC_SAMPLES]), seed=1)
+
+    return (
+        make_qeubo(ours, MC_SAMPLES, seed=1),
+        qExpectedUtilityOfBestOption(pref_model=ours, sampler=sampler()),
+        qExpectedUtilityOfBestOption(pref_model=pgp, sampler=sampler()),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[50, 100, 150])
+    parser.add_argument("--problem", default="hartmann6", help="utility of the simulated answers")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(
+        f"{args.problem}: value + gradient of {RESTARTS} x q x d candidates; "
+        f"torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads",
+        flush=True,
+    )
+    print(
+        "| acquisition | n | fused ms | BoTorch on ours ms | BoTorch on PairwiseGP ms "
+        "| fused vs BoTorch on ours | fused vs PairwiseGP | max abs value difference |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for n in args.sizes:
+        ours, pgp = _models(args.problem, n, args.seed)
+        d = ours.datapoints.shape[-1]
+        for kind, q in (("EUBO", 2), ("qEUBO q=2", 2), ("qEUBO q=4", 4)):
+            g = torch.Generator().manual_seed(args.seed + n + q)
+            Z = torch.rand(RESTARTS, q, d, generator=g, dtype=torch.float64)
+            Z.requires_grad_(True)
+            fused, on_ours, on_pgp = _acquisitions(kind.split()[0], ours, pgp)
+            with _lean_kernels():
+                with torch.no_grad():
+                    diff = float((fused(Z) - on_ours(Z)).abs().max())
+                t = [_time(a, Z, args.repeats) * 1e3 for a in (fused, on_ours, on_pgp)]
+            print(
+                f"| {kind} | {n} | {t[0]:.2f} | {t[1]:.2f} | {t[2]:.2f} | {t[1] / t[0]:.1f}x "
+                f"| {t[2] / t[0]:.1f}x | {diff:.1e} |",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
