@@ -294,6 +294,17 @@ def test_fused_laplace_qeubo_equals_botorch_qeubo(q):
     torch.testing.assert_close(
         make_qeubo(batch, num_samples=64, seed=2)(Zb), botorch_qeubo(batch, 2)(Zb)
     )
+    # choices among four options under the multinomial-logit likelihood
+    from botorch_pref.data import PreferenceData
+    from botorch_pref.likelihoods import Choice
+
+    data = PreferenceData()
+    for i in range(0, 28, 4):
+        data.add_choice([i, i + 1, i + 2, i + 3], chosen=i + (i // 4) % 4)
+    choice = PairwiseLaplaceGP(X, data, likelihood=Choice())
+    torch.testing.assert_close(
+        make_qeubo(choice, num_samples=64, seed=4)(Z), botorch_qeubo(choice, 4)(Z)
+    )
     # models it does not fit get BoTorch's class; pending points are refused
     transformed = PairwiseLaplaceGP(X, C, input_transform=Normalize(3))
     assert not isinstance(make_qeubo(transformed), LaplaceQEUBO)

@@ -8,10 +8,14 @@ EUBO (Lin et al., 2022) scores a pair of designs by the expected utility of the 
     = \mu_2 + t\,h\big((\mu_1 - \mu_2)/t\big), \quad t^2 = v_1 + v_2 - 2 k_{12},
 
 with :math:`h(u) = \phi(u) + u\Phi(u)`; qEUBO (Astudillo et al., 2023) is its Monte-Carlo
-generalisation to :math:`q` options, :math:`E[\max_i g(x_i)]`. Both are BoTorch's own classes
-(``AnalyticExpectedUtilityOfBestOption``, ``qExpectedUtilityOfBestOption``); these helpers only
-fix the choices the optimisation loop needs (a seeded scrambled-Sobol sampler for qEUBO, so that
-the acquisition surface is deterministic and L-BFGS can climb it).
+generalisation to :math:`q` options, :math:`E[\max_i g(x_i)]`. Both are BoTorch's classes
+(``AnalyticExpectedUtilityOfBestOption``, ``qExpectedUtilityOfBestOption``). For a
+:class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with a scaled RBF kernel,
+:func:`make_eubo` and :func:`make_qeubo` return :class:`LaplaceEUBO` and :class:`LaplaceQEUBO`
+instead: the same values and gradients, computed from the model's cached posterior factors in a
+few tensor operations. :func:`make_qeubo` fixes the choice the optimisation loop needs: a seeded
+scrambled-Sobol sampler, so that the acquisition surface is deterministic and L-BFGS can climb
+it.
 """
 
 from __future__ import annotations
