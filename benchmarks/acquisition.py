@@ -13,10 +13,14 @@ candidates, a ``12 x q x d`` batch (12 restarts of ``optimize_acqf``), value and
 * ``BoTorch on PairwiseGP``: the same classes on ``botorch.models.PairwiseGP`` with the same data
   and the same hyperparameters (outputscale and lengthscales copied from ours).
 
-qEUBO uses 256 scrambled-Sobol samples (the loop's default). All three run inside the loop's
-``_lean_kernels`` context, as ``PreferenceOptimizer`` evaluates them. Each time is the median of
-``--repeats`` blocks of 50 evaluations after a warm-up. The table also gives the largest absolute
-difference between the fused values and BoTorch's on our model (they should agree to rounding).
+Champion-challenger (``ChampionChallenger(log=True)`` on ``12 x 1 x d`` challengers of the
+compared design with the highest posterior mean, as the loop uses it) is fused inside the class
+itself; its middle column sends it through ``model.posterior`` with an identity posterior
+transform. qEUBO uses 256 scrambled-Sobol samples (the loop's default). All three run inside
+the loop's ``_lean_kernels`` context, as ``PreferenceOptimizer`` evaluates them. Each time is
+the median of ``--repeats`` blocks of 50 evaluations after a warm-up. The table also gives the
+largest absolute difference between the fused values and BoTorch's on our model (they should
+agree to rounding).
 
 Example::
 
@@ -31,6 +35,7 @@ import sys
 import time
 
 import torch
+from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from botorch.acquisition.preference import (
     AnalyticExpectedUtilityOfBestOption,
     qExpectedUtilityOfBestOption,
@@ -39,7 +44,7 @@ from botorch.models import PairwiseGP
 from botorch.sampling.normal import SobolQMCNormalSampler
 
 from botorch_pref import PairwiseLaplaceGP
-from botorch_pref.acquisition import make_eubo, make_qeubo
+from botorch_pref.acquisition import ChampionChallenger, champion, make_eubo, make_qeubo
 from botorch_pref.loop import _lean_kernels
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import SimulatedUser
@@ -83,6 +88,16 @@ def _time(acqf, Z: torch.Tensor, repeats: int, block: int = 50) -> float:
 
 
 def _acquisitions(kind: str, ours, pgp):
+    if kind == "champion-challenger":
+        # the fused path is taken without a posterior transform; an identity transform sends
+        # the same acquisition through model.posterior (BoTorch's objects)
+        identity = ScalarizedPosteriorTransform(weights=torch.ones(1, dtype=torch.float64))
+        c = champion(ours)
+        return (
+            ChampionChallenger(ours, c, log=True),
+            ChampionChallenger(ours, c, log=True, posterior_transform=identity),
+            ChampionChallenger(pgp, c, log=True),
+        )
     if kind == "EUBO":
         return (
             make_eubo(ours),
@@ -121,7 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.sizes:
         ours, pgp = _models(args.problem, n, args.seed)
         d = ours.datapoints.shape[-1]
-        for kind, q in (("EUBO", 2), ("qEUBO q=2", 2), ("qEUBO q=4", 4)):
+        for kind, q in (
+            ("EUBO", 2),
+            ("qEUBO q=2", 2),
+            ("qEUBO q=4", 4),
+            ("champion-challenger", 1),
+        ):
             g = torch.Generator().manual_seed(args.seed + n + q)
             Z = torch.rand(RESTARTS, q, d, generator=g, dtype=torch.float64)
             Z.requires_grad_(True)

@@ -312,3 +312,32 @@ def test_fused_laplace_qeubo_equals_botorch_qeubo(q):
         LaplaceQEUBO(transformed)
     with pytest.raises(NotImplementedError, match="pending"):
         fused.set_X_pending(Z[:1].detach())
+
+
+@pytest.mark.parametrize("variant", ["joint", "marginal"])
+def test_fused_champion_challenger_equals_the_posterior_path(variant):
+    # An identity posterior transform sends ChampionChallenger through model.posterior: the
+    # fused moments must give the same values and gradients, batched champions included.
+    from botorch.acquisition.objective import ScalarizedPosteriorTransform
+
+    from botorch_pref.models.pairwise import make_covar_module
+
+    identity = ScalarizedPosteriorTransform(weights=torch.ones(1, dtype=DT))
+    g = torch.Generator().manual_seed(13)
+    X = torch.rand(30, 3, generator=g, dtype=DT)
+    C = torch.stack([torch.arange(0, 30, 2), torch.arange(1, 30, 2)], -1)
+    Xb = torch.stack([X, torch.cat([X[:20], X[:10]])])
+    Cb = torch.stack([C, torch.cat([C[:8], torch.full((7, 2), -1)])])
+    single = PairwiseLaplaceGP(X, C)
+    batch = PairwiseLaplaceGP(Xb, Cb, covar_module=make_covar_module(3, batch_shape=Xb.shape[:1]))
+    for model, c, shape in ((single, X[3], (6, 1, 3)), (batch, Xb[:, 5], (6, 2, 1, 3))):
+        for log in (False, True):
+            Z = torch.rand(*shape, generator=g, dtype=DT, requires_grad=True)
+            fused = ChampionChallenger(model, c, variant=variant, log=log)
+            slow = ChampionChallenger(
+                model, c, variant=variant, log=log, posterior_transform=identity
+            )
+            v, (gv,) = fused(Z), torch.autograd.grad(fused(Z).sum(), Z)
+            r, (gr,) = slow(Z), torch.autograd.grad(slow(Z).sum(), Z)
+            torch.testing.assert_close(v, r)
+            torch.testing.assert_close(gv, gr)

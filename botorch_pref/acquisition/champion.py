@@ -43,6 +43,8 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
+from botorch_pref.acquisition.eubo import _difference_variance, _fusable, _fused_moments
+
 __all__ = ["ChampionChallenger", "champion", "champion_index"]
 
 #: Variance floor of :math:`g(x) - g(c)` (and of :math:`g(x)` in the marginal variant).
@@ -172,9 +174,16 @@ class ChampionChallenger(AnalyticAcquisitionFunction):
                 f"X has {X.shape[-1]} input dimensions, the champion has {self.champion.shape[-1]}."
             )
         c = self.champion.to(X).expand(*X.shape[:-2], 1, X.shape[-1])
-        posterior = self.model.posterior(
-            torch.cat([X, c], dim=-2), posterior_transform=self.posterior_transform
-        )
+        pair = torch.cat([X, c], dim=-2)
+        if self.posterior_transform is None and _fusable(self.model):
+            # the same moments from the model's cached factors (see LaplaceEUBO)
+            Zs, scale, mean, V = _fused_moments(self.model, pair)
+            if self.variant == "joint":
+                var = _difference_variance(Zs, scale, V)
+            else:
+                var = scale.reshape(scale.shape[:-2]) - V[..., 0, :].square().sum(-1)
+            return mean[..., 0] - mean[..., 1], var.clamp_min(MIN_VARIANCE).sqrt()
+        posterior = self.model.posterior(pair, posterior_transform=self.posterior_transform)
         mean = posterior.mean.squeeze(-1)
         cov = posterior.distribution.covariance_matrix
         delta = mean[..., 0] - mean[..., 1]

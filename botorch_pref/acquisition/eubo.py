@@ -81,15 +81,7 @@ class LaplaceEUBO(AnalyticAcquisitionFunction):
     def forward(self, X: Tensor) -> Tensor:
         """EUBO of the pairs ``X`` (``batch_shape x 2 x d``); returns ``batch_shape``."""
         Zs, scale, mean, V = _fused_moments(self.model, X)
-        k12 = scale.squeeze(-1) * torch.exp(
-            -0.5 * (Zs[..., 0, :] - Zs[..., 1, :]).square().sum(-1, keepdim=True)
-        )
-        var = (
-            2.0 * scale.squeeze(-1)
-            - 2.0 * k12
-            - (V[..., 0, :] - V[..., 1, :]).square().sum(-1, keepdim=True)
-        )
-        t = var.squeeze(-1).clamp_min(1e-12).sqrt()
+        t = _difference_variance(Zs, scale, V).clamp_min(1e-12).sqrt()
         delta = mean[..., 0] - mean[..., 1]
         u = delta / t
         return (
@@ -199,6 +191,23 @@ def _fused_moments(model: PairwiseLaplaceGP, X: Tensor) -> tuple[Tensor, Tensor,
     K_cross = scale * torch.exp(-0.5 * d2)
     mean = (K_cross @ alpha).squeeze(-1)  # ... x q
     return Zs, scale, mean, K_cross @ M_t
+
+
+def _difference_variance(Zs: Tensor, scale: Tensor, V: Tensor) -> Tensor:
+    r"""Posterior variance of :math:`g(x_1) - g(x_2)` from :func:`_fused_moments`' terms.
+
+    :math:`v_1 + v_2 - 2 k_{12} = 2 s - 2 s\,e^{-\|z_1 - z_2\|^2 / 2} - \|V_1 - V_2\|^2` for
+    the first two options of ``... x q x d`` inputs; returns ``...``.
+    """
+    k12 = scale.squeeze(-1) * torch.exp(
+        -0.5 * (Zs[..., 0, :] - Zs[..., 1, :]).square().sum(-1, keepdim=True)
+    )
+    var = (
+        2.0 * scale.squeeze(-1)
+        - 2.0 * k12
+        - (V[..., 0, :] - V[..., 1, :]).square().sum(-1, keepdim=True)
+    )
+    return var.squeeze(-1)
 
 
 def _fusable(model: Model) -> bool:
