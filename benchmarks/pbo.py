@@ -240,10 +240,11 @@ def _paired_lines(runs: list[Run], configs: list[tuple[str, str]], k: int) -> li
                 ratios.append(statistics.median(sa) / statistics.median(sb))
         if diffs:
             mean, se = _mean_se(diffs)
+            ratio = f"{statistics.median(ratios):.2f}" if ratios else "-"
             lines.append(
                 f"{model} - pairwisegp, {strategy}, paired over {len(diffs)} seeds: "
                 f"log10 regret @{k} {_fmt(mean, se)}; time per query, median of the "
-                f"per-seed ratios {statistics.median(ratios):.2f}"
+                f"per-seed ratios {ratio}"
             )
     return lines
 
