@@ -186,15 +186,22 @@ def run(args: argparse.Namespace) -> int:
                 + f" | {seq_total:.0f}{extrap} | {row['sequential_s_per_query']:.3f} | 1 |"
             )
             out.with_suffix(".json").write_text(json.dumps(results))
-    head = (
-        "| problem | strategy | mode | replications | "
-        + " | ".join(f"log10 regret @{k}" for k in checkpoints)
-        + " | wall s (all replications) | s per query per replication | speed-up |"
+    _write_table(
+        "| problem | strategy | mode | replications | ",
+        checkpoints,
+        " | wall s (all replications) | s per query per replication | speed-up |",
+        lines,
+        out,
     )
-    table = "\n".join([head, "|" + "---|" * (head.count("|") - 1), *lines])
+    return 0
+
+
+def _write_table(lead: str, checkpoints: list[int], tail: str, rows: list[str], out: Path) -> None:
+    """Print a markdown table (a regret column per checkpoint) and write it to ``out.md``."""
+    head = lead + " | ".join(f"log10 regret @{k}" for k in checkpoints) + tail
+    table = "\n".join([head, "|" + "---|" * (head.count("|") - 1), *rows])
     print(table)
     out.with_suffix(".md").write_text(table + "\n")
-    return 0
 
 
 def choice_study(args: argparse.Namespace) -> int:
@@ -242,14 +249,13 @@ def choice_study(args: argparse.Namespace) -> int:
                 {"problem": problem, "q": q, "answers": answers, "regret": res.regret.tolist()}
             )
             out.with_suffix(".json").write_text(json.dumps(results))
-    head = (
-        "| problem | acquisition | answers modelled as | replications | "
-        + " | ".join(f"log10 regret @{k}" for k in checkpoints)
-        + " | wall s |"
+    _write_table(
+        "| problem | acquisition | answers modelled as | replications | ",
+        checkpoints,
+        " | wall s |",
+        rows,
+        out,
     )
-    table = "\n".join([head, "|" + "---|" * (head.count("|") - 1), *rows])
-    print(table)
-    out.with_suffix(".md").write_text(table + "\n")
     return 0
 
 

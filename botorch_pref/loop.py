@@ -159,6 +159,7 @@ def laplace_model(
     datapoints: Tensor,
     comparisons: Tensor | PreferenceData,
     likelihood: PairwiseLikelihood | None = None,
+    covar_module: ScaleKernel | None = None,
 ) -> tuple[Model, MarginalLogLikelihood]:
     """:class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with its Laplace evidence.
 
@@ -167,11 +168,14 @@ def laplace_model(
         comparisons: ``m x 2`` (winner, loser) rows, or a
             :class:`~botorch_pref.data.PreferenceData` of mixed answers.
         likelihood: The likelihood (default: the model's probit).
+        covar_module: The kernel (default: the model's default kernel).
 
     Returns:
         ``(model, mll)``.
     """
-    model = PairwiseLaplaceGP(datapoints, comparisons, likelihood=likelihood)
+    model = PairwiseLaplaceGP(
+        datapoints, comparisons, likelihood=likelihood, covar_module=covar_module
+    )
     return model, LaplaceEvidence(model.likelihood, model)
 
 
@@ -192,8 +196,7 @@ def laplace_box_model(
         ``(model, mll)``.
     """
     kernel = box_covar_module(datapoints.shape[-1], dtype=datapoints.dtype)
-    model = PairwiseLaplaceGP(datapoints, comparisons, likelihood=likelihood, covar_module=kernel)
-    return model, LaplaceEvidence(model.likelihood, model)
+    return laplace_model(datapoints, comparisons, likelihood, covar_module=kernel)
 
 
 def pairwisegp_model(
