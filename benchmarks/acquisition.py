@@ -17,7 +17,7 @@ Champion-challenger (``ChampionChallenger(log=True)`` on ``12 x 1 x d`` challeng
 compared design with the highest posterior mean, as the loop uses it) is fused inside the class
 itself; its middle column sends it through ``model.posterior`` with an identity posterior
 transform. qEUBO uses 256 scrambled-Sobol samples (the loop's default). All three run inside
-the loop's ``_lean_kernels`` context, as ``PreferenceOptimizer`` evaluates them. Each time is
+the loop's ``lean_kernels`` context, as ``PreferenceOptimizer`` evaluates them. Each time is
 the median of ``--repeats`` blocks of 50 evaluations after a warm-up. The table also gives the
 largest absolute difference between the fused values and BoTorch's on our model (they should
 agree to rounding).
@@ -44,8 +44,13 @@ from botorch.models import PairwiseGP
 from botorch.sampling.normal import SobolQMCNormalSampler
 
 from botorch_pref import PairwiseLaplaceGP
-from botorch_pref.acquisition import ChampionChallenger, champion, make_eubo, make_qeubo
-from botorch_pref.loop import _lean_kernels
+from botorch_pref.acquisition import (
+    ChampionChallenger,
+    champion,
+    lean_kernels,
+    make_eubo,
+    make_qeubo,
+)
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import SimulatedUser
 
@@ -146,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             Z = torch.rand(RESTARTS, q, d, generator=g, dtype=torch.float64)
             Z.requires_grad_(True)
             fused, on_ours, on_pgp = _acquisitions(kind.split()[0], ours, pgp)
-            with _lean_kernels():
+            with lean_kernels():
                 with torch.no_grad():
                     diff = float((fused(Z) - on_ours(Z)).abs().max())
                 t = [_time(a, Z, args.repeats) * 1e3 for a in (fused, on_ours, on_pgp)]

@@ -38,16 +38,11 @@ from linear_operator.utils.errors import NotPSDError
 from torch import Tensor
 
 from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
+from botorch_pref.acquisition.settings import lean_kernels
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.likelihoods import Choice, ObservationKind
-from botorch_pref.loop import (
-    _STREAM_ACQF,
-    _STREAM_RANDOM,
-    _STREAM_REPAIR,
-    _derived_seed,
-    _lean_kernels,
-    acquisition_effort,
-)
+from botorch_pref.loop import acquisition_effort
+from botorch_pref.loop.seeding import Stream, derived_seed
 from botorch_pref.models.pairwise import PairwiseLaplaceGP, make_covar_module
 from botorch_pref.optim import fit_evidence_batched, optimize_acqf_batched
 from botorch_pref.test_functions import Utility, get_utility
@@ -118,7 +113,7 @@ def _random_queries(seeds: list[int], k: int, stream: int, q: int, d: int, dtype
             torch.rand(
                 q,
                 d,
-                generator=torch.Generator().manual_seed(_derived_seed(s, k, stream)),
+                generator=torch.Generator().manual_seed(derived_seed(s, k, stream)),
                 dtype=dtype,
             )
             for s in seeds
@@ -135,7 +130,7 @@ def _repair(X: Tensor, seeds: list[int], k: int) -> Tensor:
     X = X.clone()
     for r in dup.any(-1).nonzero().flatten().tolist():
         count = int(dup[r].sum())
-        g = torch.Generator().manual_seed(_derived_seed(seeds[r], k, _STREAM_REPAIR))
+        g = torch.Generator().manual_seed(derived_seed(seeds[r], k, Stream.REPAIR))
         X[r, dup[r]] = torch.rand(count, X.shape[-1], generator=g, dtype=X.dtype).to(X.device)
     return X
 
@@ -303,7 +298,7 @@ def run_replications(
     for k in range(T):
         t0 = time.perf_counter()
         if k < n_init or strategy == "random" or model is None:
-            X = _random_queries(seeds, k, _STREAM_RANDOM, q, d, dtype).to(device)
+            X = _random_queries(seeds, k, Stream.RANDOM, q, d, dtype).to(device)
         else:
             champions = None
             if strategy == "eubo":
@@ -317,9 +312,9 @@ def run_replications(
                 acqf = ChampionChallenger(model, champions, log=True)
             else:
                 acqf = make_qeubo(
-                    model, mc_samples, seed=_derived_seed(seed, k, _STREAM_ACQF) % 2**31
+                    model, mc_samples, seed=derived_seed(seed, k, Stream.ACQF) % 2**31
                 )
-            with _lean_kernels():  # as the sequential loop's optimize_acqf
+            with lean_kernels():  # as the sequential loop's optimize_acqf
                 X, _ = optimize_acqf_batched(
                     acqf,
                     R,
@@ -327,7 +322,7 @@ def run_replications(
                     d,
                     num_restarts=restarts,
                     raw_samples=raw,
-                    seeds=[_derived_seed(s, k, _STREAM_ACQF) for s in seeds],
+                    seeds=[derived_seed(s, k, Stream.ACQF) for s in seeds],
                     dtype=dtype,
                     device=device,
                 )

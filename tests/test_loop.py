@@ -424,8 +424,8 @@ def test_eubo_and_champion_challenger_beat_random_pairs():
 
 
 @pytest.mark.parametrize("model", ["laplace", "pairwisegp"])
-def test_lean_kernels_give_the_same_acquisition_values_and_gradients(model):
-    from botorch_pref.loop import _lean_kernels
+def testlean_kernels_give_the_same_acquisition_values_and_gradients(model):
+    from botorch_pref.acquisition import lean_kernels
 
     opt = PreferenceOptimizer(BOUNDS, strategy="eubo", n_initial=6, model=model, seed=12)
     _run(opt, 6)
@@ -435,7 +435,7 @@ def test_lean_kernels_give_the_same_acquisition_values_and_gradients(model):
     for lean in (False, True):
         Zg = Z.clone().requires_grad_(True)
         if lean:
-            with _lean_kernels():
+            with lean_kernels():
                 v = acqf(Zg)
         else:
             v = acqf(Zg)
@@ -517,7 +517,7 @@ def test_a_failed_refit_keeps_the_hyperparameters_and_records_the_answer(monkeyp
             mll.model.covar_module.outputscale = 123.0
         raise error
 
-    monkeypatch.setattr("botorch_pref.loop.fit_gpytorch_mll", failing_fit)
+    monkeypatch.setattr("botorch_pref.loop.optimizer.fit_gpytorch_mll", failing_fit)
     X = opt.ask()
     with pytest.warns(RuntimeWarning, match="fit failed after query 4"):
         opt.tell(X, _answer(X))

@@ -2,6 +2,7 @@
 
 from botorch_pref.acquisition.champion import ChampionChallenger, champion, champion_index
 from botorch_pref.acquisition.eubo import LaplaceEUBO, LaplaceQEUBO, make_eubo, make_qeubo
+from botorch_pref.acquisition.settings import lean_kernels
 
 __all__ = [
     "ChampionChallenger",
@@ -9,6 +10,7 @@ __all__ = [
     "LaplaceQEUBO",
     "champion",
     "champion_index",
+    "lean_kernels",
     "make_eubo",
     "make_qeubo",
 ]

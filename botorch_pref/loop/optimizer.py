@@ -35,15 +35,12 @@ Conventions and defaults (the reasons are in the :class:`PreferenceOptimizer` do
 
 from __future__ import annotations
 
-import operator
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from copy import deepcopy
 from typing import Any, NamedTuple
 
-import gpytorch
-import numpy as np
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.exceptions.errors import ModelFittingError
@@ -60,14 +57,23 @@ from linear_operator.utils.errors import NotPSDError
 from torch import Tensor
 
 from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
+from botorch_pref.acquisition.settings import lean_kernels
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit, Ranking
+from botorch_pref.loop.answers import (
+    InvalidAnswerError,
+    as_index,
+    encode_answer,
+    validate_answer,
+)
+from botorch_pref.loop.seeding import Stream, derived_seed, uniform
 from botorch_pref.mlls import LaplaceEvidence
 from botorch_pref.models.pairwise import PairwiseLaplaceGP, make_covar_module
 
 __all__ = [
     "MODEL_FACTORIES",
     "STRATEGIES",
+    "Hyperparameters",
     "ModelFactory",
     "PreferenceOptimizer",
     "QueryRecord",
@@ -98,10 +104,6 @@ def acquisition_effort(d: int, q_opt: int) -> tuple[int, int]:
     """
     restarts = min(max(d * q_opt, _MIN_RESTARTS), _MAX_RESTARTS)
     return restarts, min(max(30 * d * q_opt, _MIN_RAW), _MAX_RAW)
-
-
-# Streams of derived seeds, one per kind of randomness.
-_STREAM_RANDOM, _STREAM_ACQF, _STREAM_FIT, _STREAM_REPAIR = 0, 1, 2, 3
 
 
 def _outputscale(kernel: ScaleKernel) -> Tensor:
@@ -255,43 +257,52 @@ class QueryRecord(NamedTuple):
     tie: bool = False
 
 
-@contextmanager
-def _lean_kernels() -> Iterator[None]:
-    """GPyTorch settings for the acquisition optimisation: dense kernels, no shape re-checks.
+class Hyperparameters(NamedTuple):
+    """A model's fitted hyperparameters and the number of answers they were fitted at.
 
-    ``optimize_acqf`` evaluates the acquisition (and its gradient) one to two hundred times per
-    query on small batches (``restarts x q x d``), where GPyTorch's per-call bookkeeping, not
-    arithmetic, dominates: wrapping each kernel matrix in a ``LazyEvaluatedKernelTensor`` whose
-    shape is re-derived and re-checked on every call. Evaluating kernels eagerly and skipping the
-    debug-mode shape checks (the inputs come from ``optimize_acqf``, in the model's dimension)
-    gives the same values and gradients (the tests compare them) at about 0.7 of the time per
-    evaluation for :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` at 150 designs, and
-    about 0.9 for BoTorch's ``PairwiseGP``, whose evaluations are dominated by a linear solve.
+    Storing them next to the answers lets a run be rebuilt without refitting
+    (:meth:`PreferenceOptimizer.sync`): the answers up to ``n_answers`` are recorded without
+    fits, these values are loaded, and the answers after them are recorded as usual.
+
+    Attributes:
+        values: The model's parameters by name (unconstrained, as ``named_parameters`` gives).
+        n_answers: The number of answered queries at the fit.
     """
-    with ExitStack() as stack:
-        stack.enter_context(gpytorch.settings.lazily_evaluate_kernels(False))
-        stack.enter_context(gpytorch.settings.debug(False))
-        yield
 
+    values: dict[str, Tensor]
+    n_answers: int
 
-def _derived_seed(seed: int, k: int, stream: int) -> int:
-    """A well-mixed 63-bit seed for query ``k`` and a randomness ``stream``."""
-    state = np.random.SeedSequence([seed, k, stream]).generate_state(2, dtype=np.uint32)
-    return (int(state[0]) << 31) ^ int(state[1])
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form (float64 values, shapes kept)."""
+        return {
+            "n_answers": int(self.n_answers),
+            "values": {
+                name: {
+                    "shape": list(v.shape),
+                    "data": v.detach().double().cpu().reshape(-1).tolist(),
+                }
+                for name, v in self.values.items()
+            },
+        }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Hyperparameters:
+        """Inverse of :meth:`to_dict`.
 
-def _as_index(value: Any, name: str) -> int:
-    """An integer (Python, NumPy or 0-d tensor; not bool) or a ValueError."""
-    if isinstance(value, bool) or (torch.is_tensor(value) and value.dtype == torch.bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}.")
-    try:
-        if torch.is_tensor(value):
-            if value.numel() != 1 or value.is_floating_point():
-                raise TypeError
-            return int(value.item())
-        return operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}.") from None
+        Raises:
+            ValueError: For a malformed dictionary.
+        """
+        try:
+            n = as_index(data["n_answers"], "n_answers")
+            values = {
+                str(name): torch.tensor(v["data"], dtype=torch.float64).reshape(v["shape"])
+                for name, v in dict(data["values"]).items()
+            }
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"not a stored set of hyperparameters: {err!r}") from None
+        if n < 1 or not all(bool(torch.isfinite(v).all()) for v in values.values()):
+            raise ValueError("stored hyperparameters need n_answers >= 1 and finite values.")
+        return cls(values, n)
 
 
 class PreferenceOptimizer:
@@ -470,18 +481,19 @@ class PreferenceOptimizer:
         self._model: Model | None = None
         self._mll: MarginalLogLikelihood | None = None
         self.n_refits = 0
+        self._fitted_at = 0
 
     # ------------------------------------------------------------------ checks
     @staticmethod
     def _positive_int(value: Any, name: str) -> int:
-        value = _as_index(value, name)
+        value = as_index(value, name)
         if value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value}.")
         return value
 
     @staticmethod
     def _nonnegative_int(value: Any, name: str) -> int:
-        value = _as_index(value, name)
+        value = as_index(value, name)
         if value < 0:
             raise ValueError(f"{name} must be a non-negative integer, got {value}.")
         return value
@@ -521,65 +533,6 @@ class PreferenceOptimizer:
         if bool(same.triu(1).any()):
             raise ValueError("query repeats a design: its options must be distinct.")
         return X
-
-    def _answer(
-        self, q: int, winner: Any | None, ranking: Sequence[Any] | Tensor | None, tie: bool
-    ) -> tuple[int | None, tuple[int, ...] | None]:
-        """Validate an answer about ``q`` options; return (winner, ranking)."""
-        if tie:
-            if winner is not None or ranking is not None:
-                raise ValueError("A 'no preference' answer (tie=True) takes no winner or ranking.")
-            if not self.ties:
-                raise ValueError(
-                    "'no preference' answers need PreferenceOptimizer(..., ties=True)."
-                )
-            if q != 2:
-                raise ValueError(f"'no preference' is an answer about 2 options, not {q}.")
-            return None, None
-        if winner is None and ranking is None:
-            raise ValueError("Give the answer: the winner's index or a full ranking.")
-        rank: tuple[int, ...] | None = None
-        if ranking is not None:
-            if torch.is_tensor(ranking):
-                ranking = ranking.reshape(-1).tolist()
-            try:
-                rank = tuple(_as_index(r, "ranking entries") for r in ranking)
-            except TypeError:
-                raise ValueError(
-                    f"ranking must be a sequence of indices, got {ranking!r}."
-                ) from None
-            if sorted(rank) != list(range(q)):
-                raise ValueError(
-                    f"ranking must be a permutation of 0..{q - 1} (best first), got {list(rank)}."
-                )
-        if winner is not None:
-            w = _as_index(winner, "winner")
-            if not 0 <= w < q:
-                raise ValueError(f"winner must lie in [0, {q - 1}] for a query of {q}, got {w}.")
-            if rank is not None and rank[0] != w:
-                raise ValueError(f"winner {w} disagrees with the ranking's first entry {rank[0]}.")
-        else:
-            w = rank[0]
-        return w, rank
-
-    def _observation(
-        self, index: list[int], winner: int | None, rank: tuple[int, ...] | None
-    ) -> PreferenceData:
-        """The answer as observations over datapoint ``index`` (the options' rows)."""
-        obs = PreferenceData()
-        if winner is None:
-            return obs.add_tie(index[0], index[1])
-        if self.answers == "choice":
-            if rank is not None:
-                return obs.add_ranking(index, [index[r] for r in rank])
-            return obs.add_choice(index, index[winner])
-        if rank is not None:
-            pairs = [(rank[i], rank[i + 1]) for i in range(len(index) - 1)]
-        else:
-            pairs = [(winner, j) for j in range(len(index)) if j != winner]
-        for a, b in pairs:
-            obs.add_comparison(index[a], index[b])
-        return obs
 
     def _model_data(self, data: PreferenceData) -> Tensor | PreferenceData:
         """What the model is given: ``m x 2`` rows for pairs (the fast path), else ``data``."""
@@ -653,6 +606,18 @@ class PreferenceOptimizer:
         """The marginal log-likelihood the hyperparameters are fitted with."""
         return self._mll
 
+    @property
+    def hyperparameters(self) -> Hyperparameters | None:
+        """The model's hyperparameters and the answer count of their last fit (``None`` before).
+
+        Store them with the answers to rebuild the run later without refitting
+        (:meth:`sync`, :meth:`replay`).
+        """
+        if self._model is None or self._fitted_at == 0:
+            return None
+        values = {name: p.detach().clone() for name, p in self._model.named_parameters()}
+        return Hyperparameters(values, self._fitted_at)
+
     def to_unit(self, X: Tensor) -> Tensor:
         """Map designs from user units to the unit cube."""
         return normalize(X.to(**self._tkwargs), self._bounds)
@@ -668,16 +633,11 @@ class PreferenceOptimizer:
         device = self.device
         devices = [device] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(_derived_seed(self.seed, k, stream))
+            torch.manual_seed(derived_seed(self.seed, k, stream))
             yield
 
-    def _generator(self, k: int, stream: int) -> torch.Generator:
-        return torch.Generator().manual_seed(_derived_seed(self.seed, k, stream))
-
     def _random_unit(self, n: int, k: int, stream: int) -> Tensor:
-        return torch.rand(n, self.dim, generator=self._generator(k, stream), dtype=self.dtype).to(
-            self.device
-        )
+        return uniform(n, self.dim, self.seed, k, stream, dtype=self.dtype, device=self.device)
 
     # ---------------------------------------------------------------------- ask
     def ask(self) -> Tensor:
@@ -692,7 +652,7 @@ class PreferenceOptimizer:
             return self._pending.clone()
         k = self.n_queries
         if k < self.n_initial or self.strategy == "random" or self._model is None:
-            X = self.from_unit(self._random_unit(self.q, k, _STREAM_RANDOM))
+            X = self.from_unit(self._random_unit(self.q, k, Stream.RANDOM))
         else:
             X = self._acquire(k)
         X = self._repair_duplicates(X, k)
@@ -704,7 +664,7 @@ class PreferenceOptimizer:
         acqf, q_opt, champion = self.acquisition_function(k)
         unit = torch.zeros(2, self.dim, **self._tkwargs)
         unit[1] = 1.0
-        with self._seeded(k, _STREAM_ACQF), warnings.catch_warnings(), _lean_kernels():
+        with self._seeded(k, Stream.ACQF), warnings.catch_warnings(), lean_kernels():
             warnings.simplefilter("ignore", OptimizationWarning)
             candidates, _ = optimize_acqf(
                 acqf,
@@ -739,7 +699,7 @@ class PreferenceOptimizer:
         if self.strategy == "eubo":
             return make_eubo(self._model), 2, None
         if self.strategy == "qeubo":
-            seed = _derived_seed(self.seed, k, _STREAM_ACQF) % 2**31
+            seed = derived_seed(self.seed, k, Stream.ACQF) % 2**31
             return make_qeubo(self._model, self.mc_samples, seed=seed), self.q, None
         mean, _ = self._posterior_at(self._X_unit)
         idx = int(mean.argmax())
@@ -755,7 +715,7 @@ class PreferenceOptimizer:
             return X
         dup = same.any(0)
         X = X.clone()
-        X[dup] = self.from_unit(self._random_unit(int(dup.sum()), k, _STREAM_REPAIR))
+        X[dup] = self.from_unit(self._random_unit(int(dup.sum()), k, Stream.REPAIR))
         return X
 
     # --------------------------------------------------------------------- tell
@@ -844,19 +804,25 @@ class PreferenceOptimizer:
         new = torch.stack(new_rows) if new_rows else X[:0]
         return index, new
 
-    def _record(self, X: Tensor, winner: Any | None, ranking: Any | None, tie: bool) -> None:
+    def _record(
+        self, X: Tensor, winner: Any | None, ranking: Any | None, tie: bool, refit: bool = True
+    ) -> None:
         """Validate the answer, update data and model atomically, append to the history."""
-        w, rank = self._answer(X.shape[0], winner, ranking, bool(tie))
+        answer = validate_answer(X.shape[0], winner, ranking, tie=tie, ties=self.ties)
         index, new_rows = self._match_rows(X)
         X_user = torch.cat([self._X_user, new_rows])
         X_unit = torch.cat([self._X_unit, self.to_unit(new_rows).clamp(0.0, 1.0)])
-        obs = self._observation(index.tolist(), w, rank).to(self.device)
+        obs = encode_answer(index.tolist(), answer, self.answers).to(self.device)
         data = PreferenceData.cat([self._data, obs])
         k = self.n_queries + 1
-        self._update_model(X_unit, data, refit=self._refit_due(k), k=k)
+        fit = refit and (self._model is None or self._refit_due(k))
+        self._update_model(X_unit, data, refit=fit, k=k)
         self._X_user, self._X_unit, self._data = X_user, X_unit, data
-        self._history.append(QueryRecord(X.clone(), w, rank, bool(tie)))
+        rank = answer.ranking
+        self._history.append(QueryRecord(X.clone(), answer.winner, rank, answer.kind == "tie"))
         self._pending = None
+        if fit:
+            self._fitted_at = k
 
     def _refit_due(self, k: int) -> bool:
         """Whether to refit the hyperparameters after the ``k``-th answer."""
@@ -876,7 +842,8 @@ class PreferenceOptimizer:
             model.to(**self._tkwargs)
             self._model, self._mll = model, mll
             try:
-                self._fit(k)
+                if refit:
+                    self._fit(k)
                 self._sync(X_unit)
             except BaseException:
                 self._model = self._mll = None
@@ -904,7 +871,7 @@ class PreferenceOptimizer:
         hyperparameters with a warning: the answer is recorded either way.
         """
         state = {name: v.clone() for name, v in self._mll.state_dict().items()}
-        with self._seeded(k, _STREAM_FIT):
+        with self._seeded(k, Stream.FIT):
             try:
                 fit_gpytorch_mll(self._mll)
             except (ModelFittingError, NotPSDError, torch.linalg.LinAlgError) as err:
@@ -967,39 +934,147 @@ class PreferenceOptimizer:
         return Recommendation(self._X_user[idx].clone(), float(mean[idx]), float(std[idx]), idx)
 
     # ------------------------------------------------------------------- replay
+    def sync(
+        self,
+        records: Sequence[QueryRecord | tuple[Any, ...]],
+        *,
+        hyperparameters: Hyperparameters | None = None,
+    ) -> int:
+        """Bring the optimiser to the state after ``records``, the answered queries in order.
+
+        When the optimiser's :attr:`history` is a prefix of ``records`` (same queries and
+        answers), only the new records are added; otherwise the optimiser is reset and rebuilds
+        from the first record. So a caller that keeps the answers elsewhere (a session
+        database) hands the full list each time and pays only for what is new.
+
+        With ``hyperparameters`` (as :attr:`hyperparameters` returned them in the run that made
+        ``records``), the records up to ``hyperparameters.n_answers`` that are added are
+        recorded without fitting, those values are loaded there, and later records refit on
+        the usual schedule: the state is the run's (the same data, hyperparameters and next
+        :meth:`ask`) without the cost of its fits. They are ignored when the optimiser already
+        holds more answers than ``n_answers``, or ``records`` hold fewer.
+
+        Args:
+            records: :class:`QueryRecord` s, or tuples ``(query, winner)``,
+                ``(query, winner, ranking)`` or ``(query, None, None, True)`` (a tie).
+            hyperparameters: Stored hyperparameters of this run.
+
+        Returns:
+            The number of records added.
+
+        Raises:
+            InvalidAnswerError: For a malformed record or answer (records before it are kept).
+            ValueError: For a malformed query, or hyperparameters that do not fit the model.
+        """
+        records = [_as_record(i, r) for i, r in enumerate(records)]
+        n = self.n_queries
+        if n > len(records) or any(
+            not _same_record(a, b) for a, b in zip(self._history, records[:n], strict=False)
+        ):
+            self._reset()
+            n = 0
+        h = hyperparameters
+        if h is not None and not (n <= h.n_answers <= len(records)):
+            h = None
+        for k, (query, winner, ranking, tie) in enumerate(records[n:], start=n + 1):
+            X = self._as_query(query)
+            self._record(X, winner, ranking, tie, refit=h is None or k > h.n_answers)
+            if h is not None and k == h.n_answers:
+                self._load_hyperparameters(h)
+        return len(records) - n
+
+    def _reset(self) -> None:
+        """Forget every answer (the settings and the seed stay)."""
+        d = self.dim
+        self._X_user = torch.empty(0, d, **self._tkwargs)
+        self._X_unit = torch.empty(0, d, **self._tkwargs)
+        self._data = PreferenceData().to(self.device)
+        self._history = []
+        self._pending = None
+        self._model = self._mll = None
+        self.n_refits = 0
+        self._fitted_at = 0
+
+    def _load_hyperparameters(self, h: Hyperparameters) -> None:
+        """Load stored hyperparameters into the model and bring its posterior up to date."""
+        params = dict(self._model.named_parameters())
+        if set(params) != set(h.values) or any(
+            params[name].shape != v.shape for name, v in h.values.items()
+        ):
+            raise ValueError(
+                "stored hyperparameters do not fit this model: expected "
+                f"{ {k: tuple(p.shape) for k, p in params.items()} }, got "
+                f"{ {k: tuple(v.shape) for k, v in h.values.items()} }."
+            )
+        with torch.no_grad():
+            for name, v in h.values.items():
+                params[name].copy_(v.to(params[name]))
+        self._model.eval()
+        self._fitted_at = h.n_answers
+        self._sync(self._X_unit)
+
     @classmethod
     def replay(
         cls,
         records: Iterable[QueryRecord | tuple[Any, ...]],
         bounds: Tensor | Sequence[Sequence[float]],
+        *,
+        hyperparameters: Hyperparameters | None = None,
         **kwargs: Any,
     ) -> PreferenceOptimizer:
         """Rebuild an optimiser from answered queries, in order.
 
         With the same constructor arguments (``seed`` included) and the :attr:`history` of a
-        run, the result has the run's data, hyperparameters and next :meth:`ask`.
+        run, the result has the run's data, hyperparameters and next :meth:`ask`; with the
+        run's :attr:`hyperparameters` it gets there without refitting (see :meth:`sync`).
 
         Args:
-            records: :class:`QueryRecord` s, or tuples ``(query, winner)``,
-                ``(query, winner, ranking)``, ``(query, None, ranking)`` or
-                ``(query, None, None, True)`` ("no preference").
+            records: As for :meth:`sync`.
             bounds: As for the constructor.
+            hyperparameters: Stored hyperparameters of the run (optional).
             **kwargs: Other constructor arguments.
 
         Returns:
             The optimiser.
         """
         opt = cls(bounds, **kwargs)
-        for i, record in enumerate(records):
-            if not isinstance(record, tuple) or len(record) not in (2, 3, 4):
-                raise ValueError(
-                    f"record {i} must be (query, winner), (query, winner, ranking) or "
-                    f"(query, None, None, tie), got {record!r}."
-                )
-            query, winner, *rest = record
-            ranking = rest[0] if rest else None
-            tie = bool(rest[1]) if len(rest) > 1 else False
-            opt.add_comparison(
-                query, None if ranking is not None or tie else winner, ranking=ranking, tie=tie
-            )
+        opt.sync(list(records), hyperparameters=hyperparameters)
         return opt
+
+
+def _as_record(i: int, record: Any) -> QueryRecord:
+    """A :class:`QueryRecord` from a record or a tuple (see :meth:`PreferenceOptimizer.sync`)."""
+    if not isinstance(record, tuple) or len(record) not in (2, 3, 4):
+        raise InvalidAnswerError(
+            f"record {i} must be (query, winner), (query, winner, ranking) or "
+            f"(query, None, None, tie), got {record!r}."
+        )
+    query, winner, *rest = record
+    ranking = rest[0] if rest else None
+    tie = bool(rest[1]) if len(rest) > 1 else False
+    if ranking is not None or tie:
+        winner = None
+    if ranking is not None:
+        ranking = tuple(ranking.reshape(-1).tolist() if torch.is_tensor(ranking) else ranking)
+    return QueryRecord(query, winner, ranking, tie)
+
+
+def _same_record(held: QueryRecord, given: QueryRecord) -> bool:
+    """Whether a held record is the given one (same query values and answer)."""
+    q = torch.as_tensor(given.query, dtype=held.query.dtype).to(held.query.device)
+    answer = (held.winner, held.ranking, held.tie)
+    if given.ranking is not None:
+        return (
+            q.shape == held.query.shape
+            and torch.equal(q, held.query)
+            and answer[1:]
+            == (
+                tuple(given.ranking),
+                False,
+            )
+        )
+    return (
+        q.shape == held.query.shape
+        and torch.equal(q, held.query)
+        and answer == (None if given.tie else given.winner, None, bool(given.tie))
+    )
