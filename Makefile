@@ -5,7 +5,9 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench-model bench-pbo bench-lfpl bench-acqf clean
+DOCS_STAMP := $(VENV)/.installed-docs
+
+.PHONY: demo test docs lint format bench-model bench-pbo bench-lfpl bench-acqf clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +21,15 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -n 2 -q
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+# The documentation site (docs/_build/html/index.html): executes the tutorials; warnings are errors.
+docs: $(DOCS_STAMP)
+	rm -rf docs/_build docs/_generated
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -41,4 +52,4 @@ bench-acqf: $(STAMP)
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python benchmarks/acquisition.py
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache docs/_build docs/_generated
