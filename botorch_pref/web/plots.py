@@ -95,9 +95,14 @@ def _graph(session: Session):
         return None, "no choices yet"
     if not isinstance(model, PairwiseLaplaceGP):
         return None, f"not available for a {type(model).__name__} model"
+    if not opt.preference_data.is_pairwise:
+        return None, (
+            "not available: the answers include 'no preference' or choices among more than two "
+            "options, and the diagnostics cover pairwise answers only"
+        )
     try:
         return comparison_graph(model), ""
-    except (ValueError, RuntimeError) as err:
+    except (ValueError, RuntimeError, TypeError) as err:
         return None, f"not available: {err}"
 
 
