@@ -36,7 +36,17 @@ def served(tmp_path_factory):
     """Two sessions (random strategy, fast queries) in one file, served."""
     path = tmp_path_factory.mktemp("web") / "study.db"
     for name in ("alice", "bob"):
-        Session.create(path, name, {"x": (0, 1), "y": (-2, 2)}, "random", 2, 0, budget=6).close()
+        Session.create(  # no refits: quick queries
+            path,
+            name,
+            {"x": (0, 1), "y": (-2, 2)},
+            "random",
+            2,
+            0,
+            budget=6,
+            refit_all_until=0,
+            refit_every=1000,
+        ).close()
     with ThreadServer(path) as server:
         with server.client(admin=True) as admin:
             page = admin.get("/admin").text
