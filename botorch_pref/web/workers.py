@@ -74,9 +74,10 @@ class _Worker:
         if s is not None:
             s.close()
 
-    def evict_idle(self) -> list[str]:
+    def evict_idle(self, idle_s: float | None = None) -> list[str]:
         now = time.monotonic()
-        stale = [n for n, t in self.last_used.items() if now - t > self.idle_s]
+        limit = self.idle_s if idle_s is None else idle_s
+        stale = [n for n, t in self.last_used.items() if now - t > limit]
         for name in stale:
             self.drop(name)
         return stale
@@ -202,11 +203,15 @@ class Preparer:
         future: Future[T] = worker.executor.submit(run)
         return future.result(timeout=timeout)
 
-    def sweep(self) -> None:
-        """Drop idle sessions on every worker (queued behind their current work)."""
+    def sweep(self, idle_s: float | None = None) -> None:
+        """Drop idle sessions on every worker (queued behind their current work).
+
+        Args:
+            idle_s: Drop those unused for longer than this (default: the preparer's ``idle_s``).
+        """
         for worker in self._workers:
             try:
-                worker.executor.submit(worker.evict_idle)
+                worker.executor.submit(worker.evict_idle, idle_s)
             except RuntimeError:
                 pass
 
