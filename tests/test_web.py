@@ -124,6 +124,8 @@ def test_admin_needs_the_admin_token(served):
         cookie = r.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie
         assert c.get("/admin").status_code == 200  # the cookie now
+        status = c.get("/admin/status.json").json()
+        assert set(status) == {"sessions_in_memory", "preparing"}
 
 
 def test_unknown_or_foreign_tokens(served):

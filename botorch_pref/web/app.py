@@ -13,6 +13,7 @@ Routes (``<token>`` is a session's capability token, ``<id>`` its opaque admin n
 ``/admin/login?token=``     GET     checks the admin token, sets it as a cookie
 ``/admin``                  GET     sessions with progress and links; the create form
 ``/admin/sessions``         POST    create a session
+``/admin/status.json``      GET     sessions held in memory, preparations under way
 ``/admin/s/<id>``           GET     results view: recommendation, history, diagnostics
 ``/admin/s/<id>/utility.png``  GET  the learned utility through the recommendation
 ``/admin/s/<id>/graph.png``    GET  the comparison graph
@@ -47,7 +48,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from botorch_pref.sessions import (
@@ -627,6 +628,14 @@ async def export(request: Request) -> Response:
     )
 
 
+async def admin_status(request: Request) -> Response:
+    """GET ``/admin/status.json``: sessions held in memory and preparations under way."""
+    state = _state(request)
+    _require_admin(state, request)
+    live = await run_in_threadpool(state.preparer.live_sessions)
+    return JSONResponse({"sessions_in_memory": live, "preparing": state.preparer.preparing_count()})
+
+
 # ------------------------------------------------------------------ other
 async def home(request: Request) -> Response:
     """GET ``/``: what this server is; it lists nothing."""
@@ -691,6 +700,7 @@ def create_app(config: WebConfig) -> Starlette:
         Route("/admin", admin_page),
         Route("/admin/login", admin_login),
         Route("/admin/sessions", admin_create, methods=["POST"]),
+        Route("/admin/status.json", admin_status),
         Route("/admin/s/{id:int}", results_page),
         Route("/admin/s/{id:int}/utility.png", utility_png),
         Route("/admin/s/{id:int}/graph.png", graph_png),

@@ -117,6 +117,15 @@ class Preparer:
         with self._lock:
             return name in self._queued
 
+    def preparing_count(self) -> int:
+        """How many sessions are queued or being prepared.
+
+        Returns:
+            The count.
+        """
+        with self._lock:
+            return len(self._queued)
+
     def prepared(self, name: str) -> Prepared | None:
         """The last preparation's result for a session.
 
