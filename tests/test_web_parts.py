@@ -241,3 +241,24 @@ def test_server_process_restarts_on_an_existing_file(tmp_path):
             assert links(c.get("/admin").text) == first  # the links survive a restart
     finally:
         server.kill()
+
+
+def test_worker_queries_are_the_sessions_own(tmp_path):
+    """The worker stores the very queries Session.ask makes on its own (same seed, answers)."""
+    settings = {"x": (0, 1), "y": (0, 2)}
+    direct, served = tmp_path / "direct.db", tmp_path / "served.db"
+    for path in (direct, served):
+        Session.create(path, "s", settings, "eubo", 2, 5, n_initial=2).close()
+    with Session.open(direct, "s") as s, Preparer(served) as preparer:
+        for i in range(4):
+            expected = s.ask()
+            assert preparer.prepare("s")
+            for _ in range(12000):  # bounded wait for the worker
+                if not preparer.is_preparing("s"):
+                    break
+                time.sleep(0.01)
+            with Session.open(served, "s") as other:
+                got = other.pending()
+                assert got is not None and got.options == expected.options, i
+                other.answer(got.id, winner=i % 2)
+            s.answer(expected.id, winner=i % 2)

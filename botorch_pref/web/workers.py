@@ -10,7 +10,9 @@ which holds the session's :class:`~botorch_pref.sessions.Session` and so its mod
 incrementally from the stored answers instead of being rebuilt. A session unused for ``idle_s``
 seconds is closed and dropped from memory; the next use rebuilds it from the database (the
 stored answers are the source of truth). Writes (answers, undo) do not go through the workers:
-requests make them on their own short-lived connections, under SQLite's write lock.
+requests make them on their own short-lived connections, under SQLite's write lock. The
+worker computes a new query before :meth:`~botorch_pref.sessions.Session.ask` stores it, so
+the write lock is not held while the acquisition function is optimised.
 """
 
 from __future__ import annotations
@@ -174,6 +176,11 @@ class Preparer:
             s = worker.session(name)
             progress = s.progress()
             query = None
+            if not progress.pending and not progress.done:
+                # The optimiser's next query, computed before ask() takes the database's write
+                # lock: ask() then finds it ready (an optimiser returns its unanswered query
+                # again), so other sessions' answers do not wait for the acquisition.
+                s.optimizer.ask()
             if progress.pending or not progress.done:
                 query = s.ask()
             result = Prepared(
