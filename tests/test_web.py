@@ -377,3 +377,34 @@ def test_export_is_the_sessions_own(served):
         buf = io.StringIO()
         s.export_csv(buf)
     assert text == buf.getvalue()
+
+
+def test_a_busy_database_gets_503_and_nothing_written(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "busy.db"
+    Session.create(
+        path, "s", {"x": (0, 1)}, "random", 2, 0, refit_all_until=0, refit_every=1000
+    ).close()
+    with ThreadServer(path, db_timeout=0.2) as server, server.client(admin=True) as c:
+        token = links(c.get("/admin").text)[0]
+        page = wait_for_query(c, token)
+        lock = sqlite3.connect(path, isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        try:
+            r = c.post(
+                f"/a/{token}/answer",
+                data={"nonce": nonces(page)[0], "query_id": query_id(page), "choice": "0"},
+            )
+            assert r.status_code == 503
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        assert answers(path, "s") == 0
+        page = c.get(f"/a/{token}").text  # answer again from a fresh page
+        r = c.post(
+            f"/a/{token}/answer",
+            data={"nonce": nonces(page)[0], "query_id": query_id(page), "choice": "0"},
+            follow_redirects=False,
+        )
+        assert r.status_code == 303 and answers(path, "s") == 1

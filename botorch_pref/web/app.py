@@ -52,6 +52,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from botorch_pref.sessions import (
+    DatabaseBusyError,
     InvalidAnswerError,
     QueryNotPendingError,
     Session,
@@ -87,6 +88,7 @@ class WebConfig:
         max_body: Most bytes of a request body.
         allowed_hosts: ``Host`` headers accepted (``["*"]`` for any).
         refresh_s: Seconds between refreshes of the "preparing" page.
+        db_timeout: Seconds a request waits for the database's write lock before 503.
     """
 
     path: Path
@@ -97,6 +99,7 @@ class WebConfig:
     max_body: int = 16 * 1024
     allowed_hosts: list[str] = field(default_factory=lambda: ["*"])
     refresh_s: int = 1
+    db_timeout: float = 30.0
 
 
 class HTTPProblem(Exception):
@@ -143,6 +146,17 @@ class WebState:
                 self._tokens = TokenStore(self.path)
             return self._tokens
 
+    def open(self, name: str) -> Session:
+        """Open a session on a new connection (for one request; close it).
+
+        Args:
+            name: The session's name.
+
+        Returns:
+            The session.
+        """
+        return Session.open(self.path, name, timeout=self.config.db_timeout)
+
     def record(self, name: str, renderer: str | None = None, prompt: str = "") -> WebSession:
         """The web record of a session, made on first sight (sessions created elsewhere).
 
@@ -160,7 +174,7 @@ class WebState:
         if found is not None:
             return found
         if renderer is None:
-            with Session.open(self.path, name) as s:
+            with self.open(name) as s:
                 renderer = default_renderer(s.names)
         return tokens.ensure(name, renderer, prompt or DEFAULT_PROMPT)
 
@@ -242,7 +256,7 @@ def _format(value: float) -> str:
 # --------------------------------------------------------- answering page
 def _answer_context(state: WebState, record: WebSession, notice: str = "") -> dict[str, Any]:
     """Everything the answering page shows (runs in a thread: it reads the database)."""
-    with Session.open(state.path, record.name) as s:
+    with state.open(record.name) as s:
         progress = s.progress()
         query = s.pending()
         parameters = s.parameters
@@ -326,7 +340,7 @@ async def answer_post(request: Request) -> Response:
         )
 
     def write() -> Response | None:
-        with Session.open(state.path, record.name) as s:
+        with state.open(record.name) as s:
             query_id, answer = _parse_choice(form, s.q)
             try:
                 s.answer(query_id, **answer)
@@ -355,7 +369,7 @@ async def undo_post(request: Request) -> Response:
         return await run_in_threadpool(_already, state, record, "That undo was already done.")
 
     def write() -> Response | None:
-        with Session.open(state.path, record.name) as s:
+        with state.open(record.name) as s:
             try:
                 s.undo()
             except SessionError:
@@ -492,7 +506,9 @@ def _create(state: WebState, form: dict[str, str]) -> WebSession:
     if renderer not in state.renderers.names:
         raise ValueError(f"Unknown renderer {renderer[:60]!r}.")
     prompt = form.get("prompt", "").strip()[:300] or DEFAULT_PROMPT
-    Session.create(state.path, name, params, strategy, q, seed, budget=budget).close()
+    Session.create(
+        state.path, name, params, strategy, q, seed, budget=budget, timeout=state.config.db_timeout
+    ).close()
     return state.record(name, renderer, prompt)
 
 
@@ -533,7 +549,7 @@ def _results_context(state: WebState, record: WebSession) -> dict[str, Any]:
     from botorch_pref.web.plots import comparison_graph_summary
 
     try:
-        with Session.open(state.path, record.name) as s:
+        with state.open(record.name) as s:
             history = s.history()
             progress = s.progress()
             settings = s.settings
@@ -614,7 +630,7 @@ async def export(request: Request) -> Response:
 
     def write() -> str:
         buf = io.StringIO()
-        with Session.open(state.path, record.name) as s:
+        with state.open(record.name) as s:
             (s.export_csv if fmt == "csv" else s.export_json)(buf)
         return buf.getvalue()
 
@@ -656,6 +672,19 @@ async def _problem(request: Request, exc: Exception) -> Response:
     state = _state(request)
     return state.render(
         "message.html", status=exc.status, message=exc.message, status_code=exc.status
+    )
+
+
+async def _session_error(request: Request, exc: Exception) -> Response:
+    """A session error no route handled: 503 while the database is busy, else 404 or 500."""
+    if isinstance(exc, DatabaseBusyError):
+        status, message = 503, "The database is busy; nothing was changed. Try again."
+    elif isinstance(exc, SessionNotFoundError):
+        status, message = 404, "No such session."
+    else:
+        status, message = 500, f"The session could not do that: {exc}"
+    return _state(request).render(
+        "message.html", status=status, message=message, status_code=status
     )
 
 
@@ -714,7 +743,12 @@ def create_app(config: WebConfig) -> Starlette:
     app = Starlette(
         routes=routes,
         middleware=middleware,
-        exception_handlers={HTTPProblem: _problem, 404: _not_found, 405: _not_found},
+        exception_handlers={
+            HTTPProblem: _problem,
+            SessionError: _session_error,
+            404: _not_found,
+            405: _not_found,
+        },
         lifespan=lifespan,
     )
     app.state.web = state

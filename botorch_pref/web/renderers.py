@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import base64
 import io
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -185,6 +187,8 @@ class RendererSet:
         from botorch_pref.sessions.cli import load_renderer
 
         self._user: dict[str, Callable[[Any], Any]] = {spec: load_renderer(spec) for spec in user}
+        self._cache: OrderedDict[tuple, Rendered] = OrderedDict()
+        self._lock = threading.Lock()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -205,8 +209,23 @@ class RendererSet:
             bounds: ``{name: (low, high)}``.
 
         Returns:
-            The drawn option.
+            The drawn option (the last 512 are kept: a page refresh does not draw again).
         """
+        key = (name, tuple(values.items()), tuple(bounds.items()))
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        drawn = self._draw(name, values, bounds)
+        with self._lock:
+            self._cache[key] = drawn
+            while len(self._cache) > 512:
+                self._cache.popitem(last=False)
+        return drawn
+
+    def _draw(
+        self, name: str, values: Mapping[str, float], bounds: Mapping[str, tuple[float, float]]
+    ) -> Rendered:
         if name == "colour":
             return render_colour(values, bounds)
         func = self._user.get(name)

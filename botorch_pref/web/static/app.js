@@ -18,6 +18,11 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   });
 
+  // a page restored from the back/forward cache can be sent again
+  window.addEventListener("pageshow", () => {
+    document.querySelectorAll("form").forEach((f) => delete f.dataset.sent);
+  });
+
   document.addEventListener("keydown", (event) => {
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     const target = event.target;
