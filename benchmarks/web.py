@@ -137,7 +137,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--dim", type=int, default=4)
     parser.add_argument("--idle-sessions", type=int, default=100)
-    parser.add_argument("--workers", type=int, default=1, help="the server's --workers")
+    parser.add_argument("--workers", type=int, default=2, help="the server's --workers")
     parser.add_argument("--idle", type=float, default=20.0, help="the server's --idle seconds")
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between page loads")
     parser.add_argument("--out", default="web-benchmark.json")

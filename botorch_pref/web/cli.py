@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a user renderer function(values: dict) -> PNG/JPEG/SVG/image/sound (repeatable)",
     )
     serve.add_argument("--demo", choices=DEMOS, help="create a demo session and serve it")
-    serve.add_argument("--workers", type=int, default=1, help="query-preparing threads")
+    serve.add_argument("--workers", type=int, default=2, help="query-preparing threads")
     serve.add_argument(
         "--idle", type=float, default=600.0, help="seconds before an unused session leaves memory"
     )
