@@ -18,7 +18,7 @@ Phases (one server process, ``botorch-pref serve`` on a free port of 127.0.0.1):
    of some answered sessions, which rebuilds them from the database, and times it.
 
 Everything is bounded: the run, every request (30 s timeout) and every wait. Output: a summary
-and a JSON file (``--out``).
+and a JSON file (``--out``, default in the temporary folder that holds the database).
 
 Example::
 
@@ -140,7 +140,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="the server's --workers")
     parser.add_argument("--idle", type=float, default=20.0, help="the server's --idle seconds")
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between page loads")
-    parser.add_argument("--out", default="web-benchmark.json")
+    parser.add_argument("--out", default=None, help="JSON file (default: in the temporary folder)")
     args = parser.parse_args()
     if args.annotators > 100 or args.seconds > 600 or args.idle_sessions > 500:
         parser.error("bounded: at most 100 annotators, 600 s and 500 idle sessions")
@@ -281,7 +281,9 @@ def main() -> int:
                 os.kill(server.pid, signal.SIGKILL)
                 server.wait(timeout=60)
     result["uptime_after"] = Path("/proc/loadavg").read_text().strip()
-    Path(args.out).write_text(json.dumps(result, indent=2))
+    out = Path(args.out) if args.out else tmp / "web-benchmark.json"
+    out.write_text(json.dumps(result, indent=2))
+    print(f"written: {out}")
     for key, value in result.items():
         print(f"{key}: {value}")
     return 0
