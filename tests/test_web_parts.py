@@ -262,3 +262,11 @@ def test_worker_queries_are_the_sessions_own(tmp_path):
                 assert got is not None and got.options == expected.options, i
                 other.answer(got.id, winner=i % 2)
             s.answer(expected.id, winner=i % 2)
+
+
+def test_loopback_hosts():
+    from botorch_pref.web.cli import _is_loopback
+
+    assert _is_loopback("127.0.0.1") and _is_loopback("localhost") and _is_loopback("::1")
+    assert not _is_loopback("0.0.0.0") and not _is_loopback("192.0.2.1")
+    assert not _is_loopback("example.org")
