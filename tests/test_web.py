@@ -408,3 +408,34 @@ def test_a_busy_database_gets_503_and_nothing_written(tmp_path):
             follow_redirects=False,
         )
         assert r.status_code == 303 and answers(path, "s") == 1
+
+
+def test_preparing_page_refreshes_itself_until_the_query_is_ready(tmp_path):
+    import threading
+
+    path = tmp_path / "prep.db"
+    Session.create(
+        path, "s", {"x": (0, 1)}, "random", 2, 0, refit_all_until=0, refit_every=1000
+    ).close()
+    with ThreadServer(path) as server, server.client(admin=True) as c:
+        token = links(c.get("/admin").text)[0]
+        preparer = server.app.state.web.preparer
+        release, busy = threading.Event(), threading.Event()
+
+        def hold(_session):
+            busy.set()
+            release.wait(timeout=120)
+
+        blocker = threading.Thread(target=preparer.call, args=("s", hold))
+        blocker.start()
+        assert busy.wait(timeout=120)  # the session's worker is busy: no query can be made
+        try:
+            page = c.get(f"/a/{token}").text
+            assert 'id="preparing"' in page and "Preparing the next question" in page
+            assert '<meta http-equiv="refresh" content="1">' in page
+            assert 'id="answer-form"' not in page
+        finally:
+            release.set()
+            blocker.join(timeout=120)
+        page = wait_for_query(c, token)
+        assert 'http-equiv="refresh"' not in page and query_id(page) is not None
