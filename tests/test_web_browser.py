@@ -37,8 +37,7 @@ from tests.test_web_helpers import ADMIN, ThreadServer, links  # noqa: E402
 SHOTS = os.environ.get("BOTORCH_PREF_WEB_SCREENSHOTS")
 
 
-@pytest.fixture
-def browser():
+def _chromium(javascript: bool = True):
     assert CHROMIUM is not None and DRIVER is not None, "CI must have chromium and chromedriver"
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -52,10 +51,20 @@ def browser():
         "--no-first-run",
     ):
         options.add_argument(arg)
+    if not javascript:
+        options.add_experimental_option(
+            "prefs", {"profile.managed_default_content_settings.javascript": 2}
+        )
     driver = webdriver.Chrome(
         service=webdriver.ChromeService(executable_path=DRIVER), options=options
     )
     driver.set_page_load_timeout(120)
+    return driver
+
+
+@pytest.fixture
+def browser():
+    driver = _chromium()
     try:
         yield driver
     finally:
@@ -169,3 +178,45 @@ def test_answer_ten_queries_by_clicking_and_keyboard_then_undo(browser, tmp_path
         assert "Results of ada" in browser.page_source
         shot = _save(browser, tmp_path, "results-view.png", height=1800)
         assert shot.stat().st_size > 10_000
+
+
+@pytest.fixture
+def browser_without_javascript():
+    driver = _chromium(javascript=False)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_page_works_with_javascript_off(browser_without_javascript, tmp_path):
+    driver = browser_without_javascript
+    path = tmp_path / "nojs.db"
+    Session.create(
+        path,
+        "bo",
+        {"x": (0, 1), "y": (0, 1)},
+        "random",
+        2,
+        0,
+        refit_all_until=0,
+        refit_every=1000,
+    ).close()
+    with ThreadServer(path) as server:
+        with server.client(admin=True) as c:
+            token = links(c.get("/admin").text)[0]
+        driver.get(f"{server.url}/a/{token}")
+        first = _wait_for_new_query(driver, None)  # the page refreshed itself (meta refresh)
+        driver.find_element(By.CSS_SELECTOR, 'button[name=choice][value="1"]').click()
+        second = _wait_for_new_query(driver, first)
+        driver.find_element(By.CSS_SELECTOR, 'button[name=choice][value="tie"]').click()
+        third = _wait_for_new_query(driver, second)
+        driver.find_element(By.ID, "undo").click()
+        assert _wait_for_new_query(driver, third) == second
+        with Session.open(path, "bo") as s:
+            history = s.history()
+        assert [(h.answer.query_id, h.answer.kind, h.answer.winner) for h in history] == [
+            (first, "winner", 1),
+            (second, "tie", None),
+        ]
+        assert history[1].answer.retracted_at is not None
