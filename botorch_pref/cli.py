@@ -24,6 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
     from botorch_pref.demo import register as register_demo
 
     register_demo(sub)
+    from botorch_pref.web.cli import register as register_web
+
+    register_web(sub)
     return parser
 
 

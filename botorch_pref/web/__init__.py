@@ -1,0 +1,16 @@
+"""Answer preference sessions in a browser: ``botorch-pref serve study.db``.
+
+An ASGI application (Starlette, served by uvicorn; the ``[web]`` extra) on top of
+:mod:`botorch_pref.sessions`: one answer link per session, each carrying its own capability
+token; an admin page (admin token) to create sessions, follow their progress, see the results
+and download the exports. Modules:
+
+* :mod:`~botorch_pref.web.app` — the routes and :func:`~botorch_pref.web.app.create_app`;
+* :mod:`~botorch_pref.web.workers` — query preparation off the request path;
+* :mod:`~botorch_pref.web.renderers` and :mod:`~botorch_pref.web.colour` — drawing options;
+* :mod:`~botorch_pref.web.tokens` — capability tokens in the ``web_tokens`` table;
+* :mod:`~botorch_pref.web.nonces` — single-use form nonces;
+* :mod:`~botorch_pref.web.security` — body limit and security headers;
+* :mod:`~botorch_pref.web.plots` — the results view's pictures;
+* :mod:`~botorch_pref.web.demo` and :mod:`~botorch_pref.web.cli` — ``botorch-pref serve``.
+"""

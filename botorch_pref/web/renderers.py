@@ -1,0 +1,241 @@
+"""Renderers: how one option of a query is drawn on the answering page.
+
+A renderer turns a design ``{name: value}`` into a :class:`Rendered`; the page escapes all its
+text and shows pictures and sounds through ``data:`` URIs only (``<img>`` never runs scripts,
+so an SVG is shown safely too).
+
+* ``table`` (default): each parameter's value with a bar showing its place within its bounds.
+* ``colour``: parameters naming a colour (see :mod:`botorch_pref.web.colour`) as a swatch.
+* a user renderer ``module:function`` or ``path/to/file.py:function`` (loaded like the terminal's
+  ``--renderer``), called as ``function({name: value})`` for each option. It returns PNG, JPEG,
+  GIF or WebP bytes, WAV/OGG/MP3 bytes (an audio player), an SVG string, an image object (a PIL
+  image or a matplotlib figure), or other text (shown escaped).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botorch_pref.web import colour
+
+__all__ = ["BUILTIN", "Rendered", "RendererSet", "Row", "default_renderer", "to_rendered"]
+
+#: The renderers every server has.
+BUILTIN = ("table", "colour")
+
+
+@dataclass(frozen=True)
+class Row:
+    """A table line: a parameter's value and its bounds.
+
+    Attributes:
+        name: Parameter name.
+        value: Its value, formatted.
+        number: Its value.
+        low: Lower bound.
+        high: Upper bound.
+    """
+
+    name: str
+    value: str
+    number: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One drawn option.
+
+    Attributes:
+        kind: ``"table"``, ``"image"``, ``"audio"`` or ``"text"``.
+        rows: The parameter table (shown for every kind, under the picture).
+        src: A ``data:`` URI for ``image`` and ``audio``.
+        text: Text for ``text`` (escaped when shown), or a caption.
+    """
+
+    kind: str
+    rows: tuple[Row, ...] = ()
+    src: str = ""
+    text: str = ""
+
+
+def _rows(values: Mapping[str, float], bounds: Mapping[str, tuple[float, float]]) -> tuple:
+    return tuple(
+        Row(name, f"{float(v):.4g}", float(v), float(bounds[name][0]), float(bounds[name][1]))
+        for name, v in values.items()
+    )
+
+
+def _data_uri(mime: str, data: bytes) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+_MAGIC: tuple[tuple[bytes, int, str, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", 0, "image", "image/png"),
+    (b"\xff\xd8\xff", 0, "image", "image/jpeg"),
+    (b"GIF8", 0, "image", "image/gif"),
+    (b"WEBP", 8, "image", "image/webp"),
+    (b"WAVE", 8, "audio", "audio/wav"),
+    (b"OggS", 0, "audio", "audio/ogg"),
+    (b"ID3", 0, "audio", "audio/mpeg"),
+    (b"\xff\xfb", 0, "audio", "audio/mpeg"),
+)
+
+
+def to_rendered(out: Any, rows: tuple[Row, ...]) -> Rendered:
+    """Turn a user renderer's return value into a :class:`Rendered`.
+
+    Args:
+        out: What the renderer returned.
+        rows: The option's parameter table.
+
+    Returns:
+        The drawn option.
+
+    Raises:
+        TypeError: For bytes of an unknown format or an object that is no image.
+    """
+    if out is None:
+        return Rendered("table", rows)
+    if isinstance(out, (bytes, bytearray, memoryview)):
+        data = bytes(out)
+        for magic, offset, kind, mime in _MAGIC:
+            if data[offset : offset + len(magic)] == magic:
+                return Rendered(kind, rows, src=_data_uri(mime, data))
+        raise TypeError("the renderer returned bytes that are not PNG/JPEG/GIF/WebP/WAV/OGG/MP3")
+    if isinstance(out, str):
+        head = out.lstrip()[:200].lower()
+        if head.startswith("<svg") or (head.startswith("<?xml") and "<svg" in out[:2000]):
+            return Rendered("image", rows, src=_data_uri("image/svg+xml", out.encode("utf-8")))
+        return Rendered("text", rows, text=out)
+    if hasattr(out, "savefig"):  # a matplotlib figure
+        buf = io.BytesIO()
+        out.savefig(buf, format="png", dpi=80)
+        return Rendered("image", rows, src=_data_uri("image/png", buf.getvalue()))
+    if hasattr(out, "save") and hasattr(out, "size"):  # a PIL image
+        buf = io.BytesIO()
+        out.save(buf, format="PNG")
+        return Rendered("image", rows, src=_data_uri("image/png", buf.getvalue()))
+    raise TypeError(f"the renderer returned a {type(out).__name__}, not an image, sound or text")
+
+
+def _swatch_svg(hex_code: str) -> bytes:
+    return (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="200" height="140" viewBox="0 0 200 140">'
+        f'<rect x="0" y="0" width="200" height="140" rx="10" fill="{hex_code}"/></svg>'
+    ).encode("ascii")
+
+
+def render_table(values: Mapping[str, float], bounds: Mapping[str, tuple[float, float]]):
+    """The ``table`` renderer.
+
+    Args:
+        values: The design.
+        bounds: ``{name: (low, high)}``.
+
+    Returns:
+        The drawn option.
+    """
+    return Rendered("table", _rows(values, bounds))
+
+
+def render_colour(values: Mapping[str, float], bounds: Mapping[str, tuple[float, float]]):
+    """The ``colour`` renderer (falls back to ``table`` when no colour is named).
+
+    Args:
+        values: The design.
+        bounds: ``{name: (low, high)}``.
+
+    Returns:
+        The drawn option.
+    """
+    rows = _rows(values, bounds)
+    space = colour.colour_space(list(values))
+    if space is None:
+        return Rendered("table", rows)
+    code = colour.hex_colour(colour.to_rgb(values, bounds, space))
+    return Rendered("image", rows, src=_data_uri("image/svg+xml", _swatch_svg(code)), text=code)
+
+
+def default_renderer(names: Sequence[str]) -> str:
+    """The renderer a session gets when none was chosen: ``colour`` for colours, else ``table``.
+
+    Args:
+        names: The parameter names.
+
+    Returns:
+        The renderer's name.
+    """
+    return "colour" if colour.colour_space(names) is not None else "table"
+
+
+class RendererSet:
+    """The renderers a server offers: the built-in ones and those named on its command line.
+
+    Args:
+        user: ``module:function`` specs of user renderers (loaded now; a bad one raises).
+    """
+
+    def __init__(self, user: Sequence[str] = ()) -> None:
+        from botorch_pref.sessions.cli import load_renderer
+
+        self._user: dict[str, Callable[[Any], Any]] = {spec: load_renderer(spec) for spec in user}
+        self._cache: OrderedDict[tuple, Rendered] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every renderer's name."""
+        return (*BUILTIN, *self._user)
+
+    def render(
+        self, name: str, values: Mapping[str, float], bounds: Mapping[str, tuple[float, float]]
+    ) -> Rendered:
+        """Draw one option.
+
+        A failing user renderer, or one this server was not started with, gives the table with
+        a note instead of an error page.
+
+        Args:
+            name: The renderer's name.
+            values: The design.
+            bounds: ``{name: (low, high)}``.
+
+        Returns:
+            The drawn option (the last 512 are kept: a page refresh does not draw again).
+        """
+        key = (name, tuple(values.items()), tuple(bounds.items()))
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        drawn = self._draw(name, values, bounds)
+        with self._lock:
+            self._cache[key] = drawn
+            while len(self._cache) > 512:
+                self._cache.popitem(last=False)
+        return drawn
+
+    def _draw(
+        self, name: str, values: Mapping[str, float], bounds: Mapping[str, tuple[float, float]]
+    ) -> Rendered:
+        if name == "colour":
+            return render_colour(values, bounds)
+        func = self._user.get(name)
+        if func is None:
+            out = render_table(values, bounds)
+            if name != "table":
+                return Rendered("table", out.rows, text=f"(renderer {name} is not loaded)")
+            return out
+        rows = _rows(values, bounds)
+        try:
+            return to_rendered(func(dict(values)), rows)
+        except Exception as err:  # a user's renderer must not take the page down
+            return Rendered("table", rows, text=f"(the renderer failed: {type(err).__name__})")

@@ -1,0 +1,39 @@
+// Keyboard shortcuts of the answering page: 1..q (or left/right for two options) choose,
+// t no preference, s skip, u undo. Each key clicks the button marked with data-key, so the
+// page works the same without this script. A form is sent once: its buttons are disabled
+// after the first submit (the server refuses a second answer to a query anyway).
+"use strict";
+
+document.addEventListener("DOMContentLoaded", () => {
+  const form = document.getElementById("answer-form");
+  const q = form ? Number(form.dataset.q) : 0;
+
+  document.querySelectorAll("form").forEach((f) => {
+    f.addEventListener("submit", (event) => {
+      if (f.dataset.sent === "1") {
+        event.preventDefault();
+        return;
+      }
+      f.dataset.sent = "1";
+    });
+  });
+
+  // a page restored from the back/forward cache can be sent again
+  window.addEventListener("pageshow", () => {
+    document.querySelectorAll("form").forEach((f) => delete f.dataset.sent);
+  });
+
+  document.addEventListener("keydown", (event) => {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    const target = event.target;
+    if (target && ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)) return;
+    let key = event.key.toLowerCase();
+    if (q === 2 && key === "arrowleft") key = "1";
+    if (q === 2 && key === "arrowright") key = "2";
+    const button = document.querySelector(`button[data-key="${CSS.escape(key)}"]`);
+    if (button) {
+      event.preventDefault();
+      button.click();
+    }
+  });
+});

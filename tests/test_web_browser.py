@@ -1,0 +1,222 @@
+"""A real browser (headless Debian Chromium driven by selenium) answers queries on the page.
+
+Skipped only outside CI when no Chromium or chromedriver is found; in CI (``CI=true``) a
+missing browser fails the test (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from botorch_pref.sessions import Session
+
+IN_CI = os.environ.get("CI") == "true"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+if not IN_CI:
+    pytest.importorskip("selenium")
+    pytest.importorskip("starlette")
+    if CHROMIUM is None or DRIVER is None:
+        pytest.skip("no Chromium/chromedriver (CI installs them)", allow_module_level=True)
+
+from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from tests.test_web_helpers import ADMIN, ThreadServer, links  # noqa: E402
+
+#: Where to also save the screenshots (the README's pictures are made this way).
+SHOTS = os.environ.get("BOTORCH_PREF_WEB_SCREENSHOTS")
+
+
+def _chromium(javascript: bool = True):
+    assert CHROMIUM is not None and DRIVER is not None, "CI must have chromium and chromedriver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1200,1000",
+        "--disable-extensions",
+        "--no-first-run",
+    ):
+        options.add_argument(arg)
+    if not javascript:
+        options.add_experimental_option(
+            "prefs", {"profile.managed_default_content_settings.javascript": 2}
+        )
+    driver = webdriver.Chrome(
+        service=webdriver.ChromeService(executable_path=DRIVER), options=options
+    )
+    driver.set_page_load_timeout(120)
+    return driver
+
+
+@pytest.fixture
+def browser():
+    driver = _chromium()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _query_id(driver) -> int | None:
+    found = driver.find_elements(By.CSS_SELECTOR, "input[name=query_id]")
+    return int(found[0].get_attribute("value")) if found else None
+
+
+def _wait_for_new_query(driver, old: int | None) -> int:
+    """Wait (bounded) until the page shows a query other than ``old``; return its id."""
+
+    def new_query(d) -> int | bool:
+        found = _query_id(d)
+        return found if found not in (None, old) else False
+
+    wait = WebDriverWait(
+        driver, 180, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
+    )
+    return wait.until(new_query)
+
+
+def _save(driver, tmp_path: Path, name: str, height: int | None = None) -> Path:
+    if height is not None:
+        driver.set_window_size(1200, height)
+    out = tmp_path / name
+    assert driver.save_screenshot(str(out))
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        shutil.copy(out, Path(SHOTS) / name)
+    return out
+
+
+def test_answer_ten_queries_by_clicking_and_keyboard_then_undo(browser, tmp_path):
+    path = tmp_path / "browser.db"
+    Session.create(
+        path,
+        "ada",
+        {"r": (0, 1), "g": (0, 1), "b": (0, 1)},
+        "eubo",
+        2,
+        3,
+        budget=20,
+        n_initial=3,
+    ).close()
+    with ThreadServer(path) as server:
+        with server.client(admin=True) as c:
+            token = links(c.get("/admin").text)[0]
+        browser.get(f"{server.url}/a/{token}")
+        qid = _wait_for_new_query(browser, None)
+        assert len(browser.find_elements(By.CSS_SELECTOR, "section.option")) == 2
+        # 'click' = a mouse click on a button; any other entry is a key press
+        steps = [
+            "click1",
+            "1",
+            "2",
+            Keys.ARROW_LEFT,
+            Keys.ARROW_RIGHT,
+            "click2",
+            "t",
+            "click1",
+            "s",
+            "2",
+        ]
+        expected = []
+        answered = []
+        for step in steps:
+            if step.startswith("click"):
+                i = int(step[-1]) - 1
+                browser.find_element(By.CSS_SELECTOR, f'button[name=choice][value="{i}"]').click()
+                expected.append(("winner", i))
+            else:
+                ActionChains(browser).send_keys(step).perform()
+                expected.append(
+                    {
+                        "1": ("winner", 0),
+                        "2": ("winner", 1),
+                        Keys.ARROW_LEFT: ("winner", 0),
+                        Keys.ARROW_RIGHT: ("winner", 1),
+                        "t": ("tie", None),
+                        "s": ("skip", None),
+                    }[step]
+                )
+            answered.append(qid)
+            qid = _wait_for_new_query(browser, qid)
+        _save(browser, tmp_path, "answering-page.png", height=1000)
+        # undo the last answer by keyboard: its query is asked again
+        ActionChains(browser).send_keys("u").perform()
+        assert _wait_for_new_query(browser, qid) == answered[-1]
+        assert "9 of 20 answered" in browser.page_source
+
+        with Session.open(path, "ada") as s:
+            history = s.history()
+            pending = s.pending()
+        assert [(h.answer.kind, h.answer.winner) for h in history] == expected
+        assert [h.answer.query_id for h in history] == answered
+        assert [h.answer.retracted_at is not None for h in history] == [False] * 9 + [True]
+        assert pending is not None and pending.id == answered[-1]
+        assert len({h.answer.query_id for h in history}) == 10  # no duplicate answers
+
+        # the results view, as the admin sees it
+        browser.get(f"{server.url}/admin/login?token={ADMIN}")
+        browser.get(f"{server.url}/admin/s/1")
+        WebDriverWait(browser, 180).until(
+            lambda d: d.execute_script(
+                "return Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)"
+            )
+        )
+        assert "Results of ada" in browser.page_source
+        shot = _save(browser, tmp_path, "results-view.png", height=1800)
+        assert shot.stat().st_size > 10_000
+
+
+@pytest.fixture
+def browser_without_javascript():
+    driver = _chromium(javascript=False)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_page_works_with_javascript_off(browser_without_javascript, tmp_path):
+    driver = browser_without_javascript
+    path = tmp_path / "nojs.db"
+    Session.create(
+        path,
+        "bo",
+        {"x": (0, 1), "y": (0, 1)},
+        "random",
+        2,
+        0,
+        refit_all_until=0,
+        refit_every=1000,
+    ).close()
+    with ThreadServer(path) as server:
+        with server.client(admin=True) as c:
+            token = links(c.get("/admin").text)[0]
+        driver.get(f"{server.url}/a/{token}")
+        first = _wait_for_new_query(driver, None)  # the page refreshed itself (meta refresh)
+        driver.find_element(By.CSS_SELECTOR, 'button[name=choice][value="1"]').click()
+        second = _wait_for_new_query(driver, first)
+        driver.find_element(By.CSS_SELECTOR, 'button[name=choice][value="tie"]').click()
+        third = _wait_for_new_query(driver, second)
+        driver.find_element(By.ID, "undo").click()
+        assert _wait_for_new_query(driver, third) == second
+        with Session.open(path, "bo") as s:
+            history = s.history()
+        assert [(h.answer.query_id, h.answer.kind, h.answer.winner) for h in history] == [
+            (first, "winner", 1),
+            (second, "tie", None),
+        ]
+        assert history[1].answer.retracted_at is not None

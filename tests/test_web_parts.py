@@ -1,0 +1,272 @@
+"""The web layer's parts: renderers, colours, nonces, tokens, workers, the serve command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+if os.environ.get("CI") != "true":
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+
+import httpx
+
+from botorch_pref.sessions import Session
+from botorch_pref.web import colour
+from botorch_pref.web.app import parse_parameters
+from botorch_pref.web.nonces import NonceStatus, NonceStore
+from botorch_pref.web.renderers import RendererSet, default_renderer, render_colour, to_rendered
+from botorch_pref.web.tokens import TokenStore
+from botorch_pref.web.workers import Preparer
+from tests.test_web_crash import ServerProcess, _free_port
+from tests.test_web_helpers import ADMIN, links, wait_for_query
+
+ROOT = Path(__file__).resolve().parents[1]
+BOUNDS = {"r": (0.0, 1.0), "g": (0.0, 255.0), "b": (0.0, 1.0)}
+
+
+def test_colour_spaces():
+    assert colour.colour_space(["r", "g", "b"]) == ("rgb", ("r", "g", "b"))
+    assert colour.colour_space(["Red", "x", "Green", "Blue"]) == ("rgb", ("Red", "Green", "Blue"))
+    assert colour.colour_space(["hue", "saturation", "lightness"])[0] == "hsl"
+    assert colour.colour_space(["L", "a", "b"]) == ("lab", ("L", "a", "b"))
+    assert colour.colour_space(["x", "y"]) is None
+    # channels are places within the bounds
+    rgb = colour.to_rgb({"r": 1.0, "g": 0.0, "b": 0.5}, BOUNDS, ("rgb", ("r", "g", "b")))
+    assert colour.hex_colour(rgb) == "#ff0080"
+    hsl = {"h": 120.0, "s": 1.0, "l": 0.5}
+    hb = {"h": (0.0, 360.0), "s": (0.0, 1.0), "l": (0.0, 1.0)}
+    assert colour.hex_colour(colour.to_rgb(hsl, hb, ("hsl", ("h", "s", "l")))) == "#00ff00"
+    lab = colour.to_rgb({"L": 100.0, "a": 0.0, "b": 0.0}, {}, ("lab", ("L", "a", "b")))
+    assert colour.hex_colour(lab) == "#ffffff"
+    black = colour.to_rgb({"L": 0.0, "a": 0.0, "b": 0.0}, {}, ("lab", ("L", "a", "b")))
+    assert colour.hex_colour(black) == "#000000"
+
+
+def test_builtin_renderers():
+    drawn = render_colour({"r": 1.0, "g": 0.0, "b": 0.0}, BOUNDS)
+    assert drawn.kind == "image" and drawn.src.startswith("data:image/svg+xml;base64,")
+    assert drawn.text == "#ff0000" and [r.name for r in drawn.rows] == ["r", "g", "b"]
+    table = RendererSet().render("table", {"x": 0.25}, {"x": (0.0, 1.0)})
+    assert table.kind == "table" and table.rows[0].value == "0.25"
+    assert default_renderer(["r", "g", "b"]) == "colour" and default_renderer(["x"]) == "table"
+    unknown = RendererSet().render("nope:f", {"x": 0.25}, {"x": (0.0, 1.0)})
+    assert unknown.kind == "table" and "not loaded" in unknown.text
+
+
+def test_user_renderer_outputs():
+    rows = ()
+    png = b"\x89PNG\r\n\x1a\n" + b"0" * 10
+    assert to_rendered(png, rows).src.startswith("data:image/png;base64,")
+    assert to_rendered(b"\xff\xd8\xff\xe0xx", rows).src.startswith("data:image/jpeg;base64,")
+    wav = b"RIFF\x00\x00\x00\x00WAVEfmt "
+    assert to_rendered(wav, rows).kind == "audio"
+    svg = to_rendered('<svg xmlns="http://www.w3.org/2000/svg"><script>x</script></svg>', rows)
+    assert svg.kind == "image" and svg.src.startswith("data:image/svg+xml;base64,")
+    text = to_rendered("<b>bold</b>", rows)
+    assert text.kind == "text" and text.text == "<b>bold</b>"  # escaped by the template
+    from PIL import Image
+
+    assert to_rendered(Image.new("RGB", (4, 4)), rows).src.startswith("data:image/png;base64,")
+    from matplotlib.figure import Figure
+
+    assert to_rendered(Figure(figsize=(1, 1)), rows).src.startswith("data:image/png;base64,")
+    with pytest.raises(TypeError):
+        to_rendered(b"not an image", rows)
+    with pytest.raises(TypeError):
+        to_rendered(object(), rows)
+
+
+def test_user_renderer_from_a_file(tmp_path):
+    module = tmp_path / "draw.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            def svg(values):
+                w = int(100 * values["x"])
+                return f'<svg xmlns="http://www.w3.org/2000/svg"><rect width="{w}"/></svg>'
+
+            def broken(values):
+                raise RuntimeError("boom")
+            """
+        )
+    )
+    renderers = RendererSet([f"{module}:svg", f"{module}:broken"])
+    assert renderers.names == ("table", "colour", f"{module}:svg", f"{module}:broken")
+    drawn = renderers.render(f"{module}:svg", {"x": 0.5}, {"x": (0.0, 1.0)})
+    assert drawn.kind == "image"
+    failed = renderers.render(f"{module}:broken", {"x": 0.5}, {"x": (0.0, 1.0)})
+    assert failed.kind == "table" and "RuntimeError" in failed.text
+    with pytest.raises(ValueError):
+        RendererSet([f"{module}:missing"])
+
+
+def test_nonces_are_single_use_and_scoped():
+    store = NonceStore(max_per_scope=3)
+    a = store.issue("s1")
+    assert store.consume("s2", a) is NonceStatus.UNKNOWN  # another scope's nonce
+    assert store.consume("s1", a) is NonceStatus.OK
+    assert store.consume("s1", a) is NonceStatus.REPLAYED
+    assert store.consume("s1", None) is NonceStatus.UNKNOWN
+    assert store.consume("s1", "forged") is NonceStatus.UNKNOWN
+    old = store.issue("s1")
+    for _ in range(3):
+        store.issue("s1")
+    assert store.consume("s1", old) is NonceStatus.UNKNOWN  # dropped: too many live ones
+    expired = NonceStore(ttl_s=-1.0)
+    assert expired.consume("s", expired.issue("s")) is NonceStatus.UNKNOWN
+
+
+def test_tokens_persist_in_the_database(tmp_path):
+    path = tmp_path / "t.db"
+    Session.create(path, "ann", {"x": (0, 1)}, "random", 2, 0).close()
+    tokens = TokenStore(path)
+    rec = tokens.ensure("ann", "table", "Which?")
+    assert tokens.ensure("ann", "colour", "Other?") == rec  # made once
+    tokens.close()
+    again = TokenStore(path)
+    assert again.by_token(rec.token) == rec and again.by_id(rec.id) == rec
+    assert again.by_token(rec.token + "x") is None and again.by_token("") is None
+    assert again.by_name("nobody") is None
+    again.close()
+    # the sessions package still opens the file (an extra table is allowed)
+    with Session.open(path, "ann") as s:
+        assert s.progress().answered == 0
+
+
+def test_idle_sessions_leave_memory_and_come_back(tmp_path):
+    path = tmp_path / "idle.db"
+    for name in ("a", "b"):
+        Session.create(
+            path, name, {"x": (0, 1)}, "random", 2, 0, refit_all_until=0, refit_every=1000
+        ).close()
+    with Session.open(path, "a") as s:
+        s.answer(s.ask().id, winner=0)
+    with Preparer(path, workers=2, idle_s=3600.0) as preparer:
+        assert preparer.call("a", lambda s: s.progress().answered) == 1
+        preparer.call("b", lambda s: s.name)
+        assert preparer.live_sessions() == 2
+        preparer.sweep(idle_s=0.0)
+        assert preparer.live_sessions() == 0
+        best = preparer.call("a", lambda s: s.best())  # rebuilt from the database
+        assert best is not None and preparer.live_sessions() == 1
+        assert preparer.prepare("b")
+        for _ in range(6000):  # bounded wait for the worker
+            if not preparer.is_preparing("b"):
+                break
+            time.sleep(0.01)
+        assert preparer.prepared("b").query_id is not None
+    with Session.open(path, "b") as s:
+        assert s.pending() is not None  # the worker stored b's query
+
+
+def test_parse_parameters():
+    assert parse_parameters("x 0 1\n\n y:0:2 ") == [("x", 0.0, 1.0), ("y", 0.0, 2.0)]
+    assert parse_parameters("a long name 1 2") == [("a long name", 1.0, 2.0)]
+    for bad in ("", "x 0", "x a b", "x 0 inf"):
+        with pytest.raises(ValueError):
+            parse_parameters(bad)
+
+
+def test_serve_demo_colour_from_the_command_line(tmp_path):
+    db = tmp_path / "demo.db"
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BOTORCH_PREF_ADMIN_TOKEN": ADMIN}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "botorch_pref.cli",
+            "serve",
+            str(db),
+            "--demo",
+            "colour",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        lines = [proc.stdout.readline() for _ in range(4)]
+        answer = next(line for line in lines if line.startswith("Answer here:")).split()[-1]
+        assert answer.startswith(f"http://127.0.0.1:{port}/a/")
+        assert any(f"/admin/login?token={ADMIN}" in line for line in lines)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
+            for _ in range(1200):
+                try:
+                    c.get("/")
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.05)
+            token = answer.rsplit("/", 1)[-1]
+            page = wait_for_query(c, token)
+            assert "Which is closer to" in page
+            assert page.count("data:image/svg+xml;base64,") >= 2
+            assert c.get("/admin", headers={"authorization": f"Bearer {ADMIN}"}).status_code == 200
+            assert c.get("/", headers={"host": "evil.example"}).status_code == 400
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    assert [s.name for s in Session.list(db)] == ["colour demo"]
+
+
+def test_serve_needs_a_database_or_a_demo():
+    from botorch_pref.cli import main
+
+    assert main(["serve"]) == 2
+
+
+def test_server_process_restarts_on_an_existing_file(tmp_path):
+    path = tmp_path / "x.db"
+    Session.create(path, "s", {"x": (0, 1)}, "random", 2, 0).close()
+    server = ServerProcess(path)
+    try:
+        with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {ADMIN}"}) as c:
+            first = links(c.get("/admin").text)
+    finally:
+        server.kill()
+    server = ServerProcess(path)
+    try:
+        with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {ADMIN}"}) as c:
+            assert links(c.get("/admin").text) == first  # the links survive a restart
+    finally:
+        server.kill()
+
+
+def test_worker_queries_are_the_sessions_own(tmp_path):
+    """The worker stores the very queries Session.ask makes on its own (same seed, answers)."""
+    settings = {"x": (0, 1), "y": (0, 2)}
+    direct, served = tmp_path / "direct.db", tmp_path / "served.db"
+    for path in (direct, served):
+        Session.create(path, "s", settings, "eubo", 2, 5, n_initial=2).close()
+    with Session.open(direct, "s") as s, Preparer(served) as preparer:
+        for i in range(4):
+            expected = s.ask()
+            assert preparer.prepare("s")
+            for _ in range(12000):  # bounded wait for the worker
+                if not preparer.is_preparing("s"):
+                    break
+                time.sleep(0.01)
+            with Session.open(served, "s") as other:
+                got = other.pending()
+                assert got is not None and got.options == expected.options, i
+                other.answer(got.id, winner=i % 2)
+            s.answer(expected.id, winner=i % 2)
+
+
+def test_loopback_hosts():
+    from botorch_pref.web.cli import _is_loopback
+
+    assert _is_loopback("127.0.0.1") and _is_loopback("localhost") and _is_loopback("::1")
+    assert not _is_loopback("0.0.0.0") and not _is_loopback("192.0.2.1")
+    assert not _is_loopback("example.org")
