@@ -39,7 +39,6 @@ Differences from ``PairwiseGP`` (all deliberate):
 
 from __future__ import annotations
 
-import math
 import warnings
 from copy import deepcopy
 from typing import Any
@@ -56,13 +55,7 @@ from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 
 from botorch_pref.data.preferences import PreferenceData, PreferenceDataError
-from botorch_pref.inference.engine import (
-    LaplaceEngine,
-    LaplaceFactors,
-    ModeResult,
-    WarmStart,
-    predictive_terms,
-)
+from botorch_pref.inference.engine import LaplaceEngine, LaplaceFactors, ModeResult, WarmStart
 from botorch_pref.inference.newton import Form, default_tolerance, fit_tolerance
 from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit
 from botorch_pref.models.data import (
@@ -72,6 +65,7 @@ from botorch_pref.models.data import (
     validate_training_data,
 )
 from botorch_pref.models.kernels import default_covar_module, make_covar_module
+from botorch_pref.models.prediction import laplace_predict
 
 __all__ = [
     "PairwiseLaplaceGP",
@@ -85,11 +79,8 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
     r"""Preference GP with a pairwise likelihood and the Laplace approximation.
 
     Prior :math:`g \sim GP(0, k)`; an answer ``(v, u)`` ("v beat u") has probability
-    :math:`\sigma((g(x_v) - g(x_u)) / s)` (:mod:`botorch_pref.likelihoods`). The posterior of
-    :math:`g` is approximated by a Gaussian at the mode :math:`\hat f` with precision
-    :math:`K^{-1} + W`; its predictive mean at :math:`x` is :math:`k(x, X) A^\top \hat G` and its
-    covariance :math:`k(x, x') - k(x, X) (K + W^{-1})^{-1} k(X, x')` (computed without inverses,
-    see :mod:`botorch_pref.inference.engine`).
+    :math:`F((g(x_v) - g(x_u)) / s)` (:mod:`botorch_pref.likelihoods`); the posterior is the
+    Laplace approximation at the mode (module docstring).
 
     Example:
         >>> X = torch.rand(10, 2, dtype=torch.float64)
@@ -422,42 +413,12 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
 
     def _predict(self, X: Tensor, full_cov: bool = True) -> tuple[Tensor, Tensor]:
         """Posterior (or prior) mean and covariance at ``X`` (``... x q x d``, transformed)."""
-        q = X.shape[-2]
         if not self._has_data():
             K = self.covar_module(X).to_dense()
             mean = torch.zeros(K.shape[:-1], dtype=X.dtype, device=X.device)
             return mean, K
         factors = self._current_factors()  # brings the mode up to date first
-        model_batch = self.batch_shape
-        out_batch = torch.broadcast_shapes(X.shape[:-2], model_batch)
-        nm = len(model_batch)
-        model_part = out_batch[len(out_batch) - nm :]
-        lead = out_batch[: len(out_batch) - nm]
-        T = math.prod(lead)
-        Bp = math.prod(model_part)
-        train_X = self._train_X
-        if tuple(model_part) != tuple(model_batch):  # broadcast size-1 model dims
-            idx = torch.arange(math.prod(model_batch), device=X.device)
-            idx = idx.reshape(model_batch).expand(model_part).reshape(-1)
-            factors = factors.index(idx)
-            train_X = train_X.expand(*model_part, *train_X.shape[-2:])
-        d = X.shape[-1]
-        Xe = X.expand(*out_batch, q, d).reshape(T, *model_part, q, d)
-        # training-test covariance: test points of all lead members side by side
-        Xt = Xe.movedim(0, -3).reshape(*model_part, T * q, d)
-        K_cross = self.covar_module(train_X, Xt).to_dense()
-        K_cross = K_cross.expand(*model_part, *K_cross.shape[-2:]).reshape(Bp, -1, T * q)
-        K_test = self.covar_module(Xe).to_dense() if full_cov else None
-        if K_test is not None:
-            K_test = K_test.expand(T, *model_part, q, q).reshape(T, Bp, q, q)
-        mean, V = predictive_terms(factors, K_cross)
-        mean = mean.reshape(Bp, T, q).transpose(0, 1).reshape(*out_batch, q)
-        V = V.reshape(Bp, -1, T, q).permute(2, 0, 1, 3)  # T x B x r x q
-        if K_test is None:
-            var = self.covar_module(Xe, diag=True).reshape(T, Bp, q) - (V * V).sum(-2)
-            return mean, var.reshape(*out_batch, q)
-        cov = K_test - V.transpose(-1, -2) @ V
-        return mean, cov.reshape(*out_batch, q, q)
+        return laplace_predict(self.covar_module, self._train_X, factors, X, full_cov)
 
     def forward(self, X: Tensor) -> MultivariateNormal:
         """The Laplace posterior (prior without data) at transformed inputs ``X``."""
