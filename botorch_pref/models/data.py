@@ -22,8 +22,11 @@ from botorch_pref.likelihoods import PairwiseLikelihood
 __all__ = [
     "append_comparisons",
     "build_engine",
+    "expand_comparisons",
     "validate_comparisons",
     "validate_datapoints",
+    "validate_fantasy_comparisons",
+    "validate_test_points",
     "validate_training_data",
 ]
 
@@ -134,6 +137,32 @@ def validate_training_data(
             f"{tuple(data_batch)} do not broadcast."
         ) from err
     return datapoints, comparisons, batch
+
+
+def validate_test_points(X: Tensor, dim: int | None) -> None:
+    """Check test designs ``(batch x) q x d`` (finite, ``dim`` inputs when known).
+
+    Raises:
+        ValueError: naming the problem.
+    """
+    if X.dim() < 2:
+        raise ValueError(f"X must have shape (batch x) q x d, got {tuple(X.shape)}.")
+    if not bool(torch.isfinite(X).all()):
+        raise ValueError("X contains NaN or infinite values.")
+    if dim is not None and X.shape[-1] != dim:
+        raise ValueError(f"X has {X.shape[-1]} input dimensions, the model has {dim}.")
+
+
+def validate_fantasy_comparisons(Y: Tensor) -> None:
+    """Check comparisons ``batch x m x 2`` among new designs (``condition_on_observations``).
+
+    Raises:
+        PreferenceDataError: naming the problem.
+    """
+    if Y.is_floating_point() and not bool((Y == Y.round()).all()):
+        raise PreferenceDataError("Y must hold integer comparisons (winner, loser).")
+    if Y.dim() < 2 or Y.shape[-1] != 2:
+        raise PreferenceDataError(f"Y must have shape batch x m x 2, got {tuple(Y.shape)}.")
 
 
 def expand_comparisons(comparisons: Comparisons, batch: torch.Size, device) -> Comparisons:

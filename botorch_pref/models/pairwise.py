@@ -62,6 +62,8 @@ from botorch_pref.models.data import (
     append_comparisons,
     build_engine,
     expand_comparisons,
+    validate_fantasy_comparisons,
+    validate_test_points,
     validate_training_data,
 )
 from botorch_pref.models.kernels import default_covar_module, make_covar_module
@@ -449,14 +451,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         """
         if output_indices is not None and list(output_indices) != [0]:
             raise ValueError("PairwiseLaplaceGP has a single output; output_indices must be [0].")
-        if X.dim() < 2:
-            raise ValueError(f"X must have shape (batch x) q x d, got {tuple(X.shape)}.")
-        if not bool(torch.isfinite(X).all()):
-            raise ValueError("X contains NaN or infinite values.")
-        if self._has_data() and X.shape[-1] != self._datapoints.shape[-1]:
-            raise ValueError(
-                f"X has {X.shape[-1]} input dimensions, the model has {self._datapoints.shape[-1]}."
-            )
+        validate_test_points(X, self._datapoints.shape[-1] if self._has_data() else None)
         if self.training:
             self.eval()
         Xt = self.transform_inputs(X)
@@ -505,10 +500,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         Returns:
             The conditioned (deep-copied) model.
         """
-        if Y.is_floating_point() and not bool((Y == Y.round()).all()):
-            raise PreferenceDataError("Y must hold integer comparisons (winner, loser).")
-        if Y.dim() < 2 or Y.shape[-1] != 2:
-            raise PreferenceDataError(f"Y must have shape batch x m x 2, got {tuple(Y.shape)}.")
+        validate_fantasy_comparisons(Y)
         new_model = deepcopy(self)
         if not self._has_data():
             new_model.set_train_data(X, Y, update_model=True)
