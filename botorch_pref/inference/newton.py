@@ -48,6 +48,8 @@ __all__ = [
     "select_state",
 ]
 
+#: The space a Laplace system is solved in: ``"comparison"`` (``p x p``, ``B = I + R K R^T``)
+#: or ``"design"`` (``n x n``, ``I + L^T W L``); the smaller one is chosen.
 Form = Literal["comparison", "design"]
 
 
