@@ -149,7 +149,7 @@ def test_a_failed_batched_refit_keeps_the_hyperparameters(monkeypatch):
         fit_evidence_batched(model)
         ends.append(model.covar_module.outputscale.detach().clone())
 
-    monkeypatch.setattr("botorch_pref.experiments.fit_evidence_batched", fit)
+    monkeypatch.setattr("botorch_pref.loop.backends.fit_evidence_batched", fit)
     with pytest.warns(RuntimeWarning, match="fit failed after 3 answers"):
         res = run_replications(
             "branin", "random", n_replications=2, n_queries=2, n_initial=3, scale=0.1, seed=1

@@ -517,9 +517,9 @@ def test_a_failed_refit_keeps_the_hyperparameters_and_records_the_answer(monkeyp
             mll.model.covar_module.outputscale = 123.0
         raise error
 
-    monkeypatch.setattr("botorch_pref.loop.optimizer.fit_gpytorch_mll", failing_fit)
+    monkeypatch.setattr("botorch_pref.loop.backends.fit_gpytorch_mll", failing_fit)
     X = opt.ask()
-    with pytest.warns(RuntimeWarning, match="fit failed after query 4"):
+    with pytest.warns(RuntimeWarning, match="fit failed after 4 answers"):
         opt.tell(X, _answer(X))
     assert opt.n_queries == 4 and opt.comparisons.shape[0] == 4
     after = opt.model.covar_module.state_dict()
