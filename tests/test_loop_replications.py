@@ -7,41 +7,22 @@ import dataclasses
 import pytest
 import torch
 
-from botorch_pref import PreferenceOptimizer
 from botorch_pref.loop import LoopConfig, LoopState, run_replications
-from botorch_pref.test_functions import get_utility
-from botorch_pref.users import SimulatedUser
+
+from .helpers import optimizer_run
 
 DT = torch.float64
 SCALE = 0.1
 
 
-def _optimizer_run(problem: str, seed: int, steps: int, **settings):
-    """The optimiser driven by a simulated user; queries, answers and recommendations."""
-    utility = get_utility(problem)
-    d = utility.dim
-    user = SimulatedUser(utility, noise="gumbel", scale=SCALE, seed=seed)
-    bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(DT)
-    opt = PreferenceOptimizer(bounds, seed=seed, **settings)
-    queries, winners, best = [], [], []
-    for _ in range(steps):
-        X = opt.ask()
-        w = int(user.choose(X))
-        opt.tell(X, w)
-        queries.append(X)
-        winners.append(w)
-        best.append(opt.best().x)
-    return opt, torch.stack(queries), torch.tensor(winners), torch.stack(best)
-
-
 @pytest.mark.parametrize(("strategy", "q"), [("eubo", 2), ("champion-challenger", 2), ("qeubo", 3)])
-def test_one_sequential_replication_is_the_optimizer_run(strategy, q):
+def test_one_sequential_replication_is_theoptimizer_run(strategy, q):
     settings = {"strategy": strategy, "q": q, "n_initial": 3, "refit_all_until": 4}
     res = run_replications(
         "branin", n_replications=1, n_queries=3, scale=SCALE, seed=7, backend="sequential",
         **settings,
     )  # fmt: skip
-    opt, queries, winners, best = _optimizer_run("branin", 7, 6, **settings)
+    opt, queries, winners, best = optimizer_run("branin", 7, 6, **settings)
     torch.testing.assert_close(res.queries[0], queries, rtol=0, atol=1e-9)
     assert torch.equal(res.winners[0], winners)
     torch.testing.assert_close(res.best_x[0], best, rtol=0, atol=1e-9)
@@ -56,7 +37,7 @@ def test_sequential_replications_are_independent_optimizer_runs():
         **settings,
     )  # fmt: skip
     for r in range(2):
-        _, queries, winners, best = _optimizer_run("branin", 4 + r, 5, **settings)
+        _, queries, winners, best = optimizer_run("branin", 4 + r, 5, **settings)
         torch.testing.assert_close(res.queries[r], queries, rtol=0, atol=1e-9)
         assert torch.equal(res.winners[r], winners)
         torch.testing.assert_close(res.best_x[r], best, rtol=0, atol=1e-9)
@@ -69,7 +50,7 @@ def test_batched_members_start_as_their_sequential_runs_with_the_same_settings(s
     )
     assert res.backend == "batched" and res.queries.shape == (3, 6, q, 2)
     for r in range(3):
-        opt, queries, winners, _ = _optimizer_run(
+        opt, queries, winners, _ = optimizer_run(
             "branin", 20 + r, 4, strategy=strategy, q=q, n_initial=4
         )
         torch.testing.assert_close(res.queries[r, :4], queries, rtol=0, atol=0)

@@ -36,7 +36,7 @@ member and the sequential back end (the settings and their defaults are
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
@@ -51,6 +51,7 @@ from botorch_pref.loop.config import LoopConfig
 from botorch_pref.loop.hyperparameters import Hyperparameters
 from botorch_pref.loop.records import (
     QueryRecord,
+    Recommendation,
     as_record,
     check_bounds,
     check_query,
@@ -60,23 +61,6 @@ from botorch_pref.loop.state import LoopState, refresh
 from botorch_pref.models.factories import ModelFactory
 
 __all__ = ["PreferenceOptimizer", "Recommendation"]
-
-
-class Recommendation(NamedTuple):
-    """The recommended design and the model's belief about its utility.
-
-    Attributes:
-        x: The design, a ``d`` tensor in user units.
-        mean: Posterior mean of its utility :math:`\\mu(x)`.
-        std: Posterior standard deviation of its utility. Utilities are identified only up to a
-            common shift, so this includes the prior's uncertainty about the overall level.
-        index: Its row in :attr:`PreferenceOptimizer.datapoints`.
-    """
-
-    x: Tensor
-    mean: float
-    std: float
-    index: int
 
 
 def _setting(name: str, doc: str) -> property:

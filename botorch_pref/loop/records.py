@@ -35,6 +35,7 @@ __all__ = [
     "AnswerRecord",
     "Extension",
     "QueryRecord",
+    "Recommendation",
     "as_record",
     "check_bounds",
     "check_query",
@@ -58,6 +59,23 @@ class QueryRecord(NamedTuple):
     winner: int | None
     ranking: tuple[int, ...] | None = None
     tie: bool = False
+
+
+class Recommendation(NamedTuple):
+    """The recommended design and the model's belief about its utility.
+
+    Attributes:
+        x: The design, a ``d`` tensor in user units.
+        mean: Posterior mean of its utility :math:`\\mu(x)`.
+        std: Posterior standard deviation of its utility. Utilities are identified only up to a
+            common shift, so this includes the prior's uncertainty about the overall level.
+        index: Its row in :attr:`PreferenceOptimizer.datapoints`.
+    """
+
+    x: Tensor
+    mean: float
+    std: float
+    index: int
 
 
 class Extension(NamedTuple):

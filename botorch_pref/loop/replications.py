@@ -151,26 +151,7 @@ def run_replications(
     if scale is None:
         scale = calibrate_noise(utility, error_rate, noise=noise, seed=0)
     users = [SimulatedUser(utility, noise=noise, scale=scale, seed=s) for s in seeds]
-    T = config.n_initial + T_acq
-    d = utility.dim
-    regret = torch.empty(R, T, dtype=torch.float64)
-    best_x = torch.empty(R, T, d, dtype=config.dtype)
-    queries = torch.empty(R, T, q, d, dtype=config.dtype)
-    winners = torch.empty(R, T, dtype=torch.long)
-    seconds = torch.empty(T, dtype=torch.float64)
-    for k in range(T):
-        t0 = time.perf_counter()
-        X = state.propose()
-        X_cpu = X.cpu()
-        for r in range(R):
-            winners[r, k] = int(users[r].choose(X_cpu[r]))
-        answers = [Answer("winner", int(w)) for w in winners[:, k]]
-        state.record_answers(list(X), answers)
-        rec = state.recommend().cpu()
-        queries[:, k] = X_cpu
-        best_x[:, k] = rec
-        regret[:, k] = utility.regret(rec.to(torch.float64))
-        seconds[k] = time.perf_counter() - t0
+    trace = _simulate(state, users, utility, config.n_initial + T_acq)
     return ReplicationResults(
         problem=getattr(utility, "name", type(utility).__name__),
         strategy=strategy,
@@ -178,13 +159,38 @@ def run_replications(
         answers=config.answers,
         n_initial=config.n_initial,
         seeds=seeds,
-        regret=regret,
-        best_x=best_x,
-        queries=queries,
-        winners=winners,
-        seconds=seconds,
+        **trace,
         device=str(config.device),
         fits=state.n_refits,
         backend=backend,
         config=config,
     )
+
+
+def _simulate(
+    state: LoopState, users: list[SimulatedUser], utility: Utility, T: int
+) -> dict[str, Tensor]:
+    """Advance every member ``T`` queries, each answered by its user; what was seen."""
+    R, d, cfg = state.n_members, utility.dim, state.config
+    regret = torch.empty(R, T, dtype=torch.float64)
+    best_x = torch.empty(R, T, d, dtype=cfg.dtype)
+    queries = torch.empty(R, T, cfg.q, d, dtype=cfg.dtype)
+    winners = torch.empty(R, T, dtype=torch.long)
+    seconds = torch.empty(T, dtype=torch.float64)
+    for k in range(T):
+        t0 = time.perf_counter()
+        X = state.propose()
+        queries[:, k] = X.cpu()
+        for r in range(R):
+            winners[r, k] = int(users[r].choose(queries[r, k]))
+        state.record_answers(list(X), [Answer("winner", int(w)) for w in winners[:, k]])
+        best_x[:, k] = state.recommend().cpu()
+        regret[:, k] = utility.regret(best_x[:, k].to(torch.float64))
+        seconds[k] = time.perf_counter() - t0
+    return {
+        "regret": regret,
+        "best_x": best_x,
+        "queries": queries,
+        "winners": winners,
+        "seconds": seconds,
+    }
