@@ -30,7 +30,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from botorch_pref.loop import STRATEGIES, PreferenceOptimizer, Recommendation
-from botorch_pref.runtime import add_command
+from botorch_pref.runtime import add_command, entry_threads
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
@@ -340,17 +340,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    run_demo(
-        problem=args.problem,
-        strategy=args.strategy,
-        queries=args.queries,
-        n_initial=args.initial,
-        error_rate=args.error_rate,
-        noise=args.noise,
-        seed=args.seed,
-        model=args.model,
-        device=args.device,
-        output=None if args.no_plot else args.output,
-        progress=not args.no_progress,
-    )
+    """The command: :func:`run_demo` under the entry points' thread default.
+
+    The default (one intra-op thread on the CPU, see :mod:`botorch_pref.runtime`) is not
+    applied to BoTorch's ``PairwiseGP``, whose batched posteriors fail on some CPU builds after
+    ``torch.set_num_threads``.
+    """
+    same = ("problem", "strategy", "queries", "error_rate", "noise", "seed", "model")
+    device = _resolve_device(args.device)
+    threads = None if args.model == "pairwisegp" else "auto"
+    with entry_threads(threads, device):
+        run_demo(
+            **{name: getattr(args, name) for name in same},
+            device=device,
+            n_initial=args.initial,
+            output=None if args.no_plot else args.output,
+            progress=not args.no_progress,
+        )
     return 0

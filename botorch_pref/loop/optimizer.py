@@ -126,6 +126,7 @@ class PreferenceOptimizer:
             :attr:`seed`).
     """
 
+    dim = _setting("dim", "The design dimension :math:`d`.")
     strategy = _setting("strategy", "The acquisition strategy.")
     q = _setting("q", "Options per query.")
     n_initial = _setting("n_initial", "Random queries before the acquisition takes over.")
@@ -193,11 +194,6 @@ class PreferenceOptimizer:
     def bounds(self) -> Tensor:
         """The ``2 x d`` bounds in user units."""
         return self._state.bounds.clone()
-
-    @property
-    def dim(self) -> int:
-        """The design dimension :math:`d`."""
-        return self.config.dim
 
     @property
     def n_refits(self) -> int:
