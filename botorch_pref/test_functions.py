@@ -293,9 +293,9 @@ class Branin(_BoTorchUtility):
     inputs). Three global maximisers, :math:`z = (-\pi, 12.275), (\pi, 2.275), (3\pi, 2.475)`,
     where :math:`B = 5/(4\pi)` exactly.
 
-    The raw scale is the default because the reference noise calibration of this project
-    (a Gumbel scale of 0.096 at a 20% error rate) was measured on it; the standardised utility
-    calibrates to a scale 51.9496 times smaller (about 0.0018).
+    The raw scale is the default because the project's reference noise calibrations were
+    measured on it; the standardised utility calibrates to a Gumbel scale 51.9496 times smaller
+    (noise scales scale with the utility).
     """
 
     _SHIFT: ClassVar[float] = 54.8104

@@ -377,8 +377,7 @@ def calibrate_noise(
 
     The qEUBO scripts pair the top set off into disjoint pairs and minimise
     :math:`|\bar e(s) - \text{error\_rate}|` with a local optimiser; the random pairs here have
-    the same expectation. With :math:`10^6` designs this takes about a second per utility on
-    a CPU.
+    the same expectation.
 
     Args:
         utility: A callable mapping ``n x d`` unit-cube designs to ``n`` utilities.
