@@ -218,7 +218,7 @@ class LoopState:
             self.n_refits += 1
             self.fitted_at = k
 
-    def _inputs(self, members: list[int], ext: Extension) -> tuple[Tensor, object]:
+    def _inputs(self, members: list[int], ext: Extension) -> tuple[Tensor, Tensor | PreferenceData]:
         """A group's model inputs: unit-cube designs and observations."""
         if self.backend.batched:
             return ext.X_unit, model_data(ext.data)
