@@ -64,6 +64,8 @@ def _curves_agree(batched: Tensor, sequential: Tensor) -> str:
     (:math:`\sqrt{se_b^2 + se_s^2}`); printed: the largest such z, and the share of queries with
     :math:`|z| \le 1` and :math:`|z| \le 2` (about 68% and 95% if the curves agree).
     """
+    if min(batched.shape[0], sequential.shape[0]) < 2:
+        return "not compared (standard errors need two replications on each side)"
     diff = batched.mean(0) - sequential.mean(0)
     se = (batched.var(0) / batched.shape[0] + sequential.var(0) / sequential.shape[0]).sqrt()
     z = (diff / se.clamp_min(1e-12)).abs()
