@@ -1,6 +1,6 @@
 r"""Preferential BO benchmark: the qEUBO protocol, our model next to BoTorch's PairwiseGP.
 
-Protocol (DESIGN.md section 4, Astudillo et al. 2023): a Gumbel user whose noise is calibrated
+Protocol (the qEUBO paper's, Astudillo et al. 2023): a Gumbel user whose noise is calibrated
 so that two designs from the top 1% of :math:`10^6` random designs are answered wrongly 20% of
 the time; :math:`4d` random initial queries, then ``--queries`` acquisition queries (50, or 150
 for the long version); after every answer the recommendation is the compared design with the
@@ -13,7 +13,7 @@ model; the answers differ only where the queries differ). Each model (``laplace`
 :class:`~botorch_pref.PairwiseLaplaceGP`, ``pairwisegp`` for ``botorch.models.PairwiseGP``) runs
 in the same :class:`~botorch_pref.PreferenceOptimizer` with the same acquisition, refit schedule
 and ``optimize_acqf`` settings: by default (``--effort protocol``) the :math:`d q` restarts and
-:math:`30 d q` raw samples of BoTorch's own PBO pipeline (DESIGN.md section 6; ``--effort loop``
+:math:`30 d q` raw samples of BoTorch's own PBO pipeline (``--effort loop``
 uses the optimiser's clipped defaults), and the optimiser's refit schedule (after each of the
 first 30 answers, then every 5th); ``--refit-every 1`` refits after every answer, as BoTorch's
 pipeline does.
@@ -41,8 +41,8 @@ loop and ``--choice-study`` compares q = 4 answers as choices, as pairs, and q =
 ``benchmarks/pbo_batched.py``).
 
 Leave torch's thread count at its default: ``torch.set_num_threads`` breaks PairwiseGP's batched
-posteriors on some CPU builds (DESIGN.md section 6). Set ``OMP_WAIT_POLICY=PASSIVE`` on a shared
-machine.
+posteriors on some CPU builds (an MKL ``lu_solve`` pivot error). Set ``OMP_WAIT_POLICY=PASSIVE``
+on a shared machine.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
 PROBLEMS = ("hartmann6", "ackley6", "branin")
-# Reference: BoTorch's PBO pipeline on this machine (DESIGN.md section 6), mean log10 regret
+# Reference: BoTorch's PBO pipeline (PairwiseGP) on this machine, mean log10 regret
 # after 50 queries over 5 replications, and the calibrated Gumbel scales at 20% error.
 REFERENCE = {
     "hartmann6": {"scale": 0.164, "eubo": -0.35, "qeubo": -0.69, "random": 0.29},
@@ -310,7 +310,7 @@ def _parse_runs(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(m, s) for m in args.models for s in args.strategies]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS))
     parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
@@ -345,7 +345,11 @@ def main(argv: list[str] | None = None) -> int:
         help="summarise and plot the runs of earlier JSON outputs together (run nothing)",
     )
     pbo_batched.add_arguments(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.merge:
         runs, checkpoints = load_runs(args.merge)
         print(summarise(runs, checkpoints), flush=True)
@@ -356,7 +360,11 @@ def main(argv: list[str] | None = None) -> int:
         return pbo_batched.choice_study(args)
     if args.batched:
         return pbo_batched.run(args)
+    return sequential(args)
 
+
+def sequential(args: argparse.Namespace) -> int:
+    """Run every (problem, model, strategy, replication); print and save as they finish."""
     configs = _parse_runs(args)
     checkpoints = [k for k in (25, 50, 150) if k <= args.queries] or [args.queries]
     out = Path(args.out)
@@ -382,31 +390,11 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.replications):
             for model, strategy in configs:
                 run = run_one(
-                    utility,
-                    scales[problem],
-                    model,
-                    strategy,
-                    r,
-                    args.seed,
-                    args.queries,
-                    args.q,
-                    effort=args.effort,
-                    refit_every=args.refit_every,
-                )
+                    utility, scales[problem], model, strategy, r, args.seed, args.queries,
+                    args.q, effort=args.effort, refit_every=args.refit_every,
+                )  # fmt: skip
                 runs.append(run)
-                at = "  ".join(
-                    f"@{k} {v:+.2f}"
-                    for k in checkpoints
-                    if (v := run.log_regret_after(k)) is not None
-                )
-                secs = run.acquisition_seconds()
-                med = statistics.median(secs) if secs else math.nan
-                status = f"FAILED ({run.error})" if run.error else at
-                print(
-                    f"  {problem} {model} {strategy} rep {r + 1}/{args.replications}: {status}; "
-                    f"median {med:.2f} s/query; {run.wall:.0f} s",
-                    flush=True,
-                )
+                _report(run, checkpoints, args.replications)
                 payload = {
                     "config": vars(args) | {"scales": scales, "checkpoints": checkpoints},
                     "runs": [asdict(x) for x in runs],
@@ -416,6 +404,21 @@ def main(argv: list[str] | None = None) -> int:
     plot(runs, out.with_suffix(".png"))
     print(f"\nwrote {out.with_suffix('.json')} and {out.with_suffix('.png')}", flush=True)
     return 0
+
+
+def _report(run: Run, checkpoints: list[int], replications: int) -> None:
+    """One line for a finished run."""
+    at = "  ".join(
+        f"@{k} {v:+.2f}" for k in checkpoints if (v := run.log_regret_after(k)) is not None
+    )
+    secs = run.acquisition_seconds()
+    med = statistics.median(secs) if secs else math.nan
+    status = f"FAILED ({run.error})" if run.error else at
+    print(
+        f"  {run.problem} {run.model} {run.strategy} rep {run.replication + 1}/{replications}: "
+        f"{status}; median {med:.2f} s/query; {run.wall:.0f} s",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

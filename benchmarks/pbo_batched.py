@@ -5,19 +5,22 @@ optimiser and the user, the qEUBO protocol of ``benchmarks/pbo.py``) run twice i
 
 * batched: :func:`botorch_pref.experiments.run_replications`, all replications in lockstep on one
   batched :class:`~botorch_pref.PairwiseLaplaceGP` (``--device``, ``--dtype``);
-* sequential: one :class:`~botorch_pref.PreferenceOptimizer` per replication, one after another,
-  on the CPU in float64, with the same ``optimize_acqf`` effort (restarts and raw samples) and the
-  same refit schedule.
+* sequential: the same function with ``backend="sequential"``: one model per replication, one
+  after another, on the CPU in float64 -- exactly the run of
+  :class:`~botorch_pref.PreferenceOptimizer` with that seed -- with the same settings (the
+  optimiser's defaults, and the protocol's ``n_initial = 4 d``).
 
-Printed: mean log10 regret +- standard error after 25 and 50 queries for both, total wall time,
+Printed: mean log10 regret +- standard error after 25 and 50 queries for both, how far apart the
+two mean regret curves are query by query (in standard errors of their difference), total wall time,
 seconds per query per replication, and the speed-up (sequential wall / batched wall). Timing all
 sequential replications of a large ``R`` takes long; ``--sequential-replications K`` times the
 first ``K`` and scales their wall time by ``R / K`` (the sequential loop's cost is linear in the
 number of replications), which the table marks as extrapolated.
 
 ``--choice-study`` compares, per question, qEUBO with ``q = 4`` answers modelled as choices
-(:class:`~botorch_pref.likelihoods.Choice`), the same answers decomposed into the winner beating
-each other option (probit pairs), and ``q = 2`` (all batched, same seeds and users).
+(:class:`~botorch_pref.likelihoods.Ranking`, which models choices), the same answers decomposed
+into the winner beating each other option (probit pairs), and ``q = 2`` (all batched, same
+seeds and users).
 
 Examples::
 
@@ -38,13 +41,11 @@ import time
 from pathlib import Path
 
 import torch
+from torch import Tensor
 
 from botorch_pref.experiments import run_replications
-from botorch_pref.loop import PreferenceOptimizer, acquisition_effort
 from botorch_pref.test_functions import get_utility
-from botorch_pref.users import SimulatedUser, calibrate_noise
-
-REGRET_FLOOR = 1e-12
+from botorch_pref.users import calibrate_noise
 
 
 def _mean_se(values: list[float]) -> str:
@@ -56,52 +57,49 @@ def _mean_se(values: list[float]) -> str:
     return f"{mean:+.2f} +- {statistics.stdev(values) / math.sqrt(len(values)):.2f}"
 
 
-def sequential_run(
-    problem: str,
-    strategy: str,
-    seed: int,
-    n_queries: int,
-    q: int,
-    scale: float,
-    num_restarts: int,
-    raw_samples: int,
-) -> tuple[list[float], float]:
-    """One sequential replication: regret after every answer, and wall seconds."""
-    utility = get_utility(problem)
-    d = utility.dim
-    user = SimulatedUser(utility, noise="gumbel", scale=scale, seed=seed)
-    bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(torch.float64)
-    start = time.perf_counter()
-    opt = PreferenceOptimizer(
-        bounds,
-        strategy=strategy,
-        q=q,
-        n_initial=4 * d,
-        seed=seed,
-        num_restarts=num_restarts,
-        raw_samples=raw_samples,
+def _curves_agree(batched: Tensor, sequential: Tensor) -> str:
+    r"""How far apart two sets of log10 regret curves (``R x T``) are, query by query.
+
+    The difference of the mean curves at each query, in units of its standard error
+    (:math:`\sqrt{se_b^2 + se_s^2}`); printed: the largest such z, and the share of queries with
+    :math:`|z| \le 1` and :math:`|z| \le 2` (about 68% and 95% if the curves agree).
+    """
+    if min(batched.shape[0], sequential.shape[0]) < 2:
+        return "not compared (standard errors need two replications on each side)"
+    diff = batched.mean(0) - sequential.mean(0)
+    se = (batched.var(0) / batched.shape[0] + sequential.var(0) / sequential.shape[0]).sqrt()
+    z = (diff / se.clamp_min(1e-12)).abs()
+    return (
+        f"max |z| {float(z.max()):.2f}; |z| <= 1 at {float((z <= 1).double().mean()):.0%} "
+        f"and <= 2 at {float((z <= 2).double().mean()):.0%} of {z.numel()} queries"
     )
-    regret = []
-    for _ in range(4 * d + n_queries):
-        X = opt.ask()
-        opt.tell(X, int(user.choose(X)))
-        regret.append(float(utility.regret(opt.best().x)))
-    return regret, time.perf_counter() - start
 
 
-def _log_regret_after(regret: list[float], n_initial: int, k: int) -> float:
-    return math.log10(max(regret[n_initial + k - 1], REGRET_FLOOR))
+def _replications(args, problem, strategy, R, scale, backend, **kw):
+    """``run_replications`` with the protocol's settings; the result and its wall seconds."""
+    d = get_utility(problem).dim
+    device = torch.device(kw.pop("device", "cpu"))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    res = run_replications(
+        problem, strategy, R, args.queries, q=args.q, scale=scale, seed=args.seed,
+        n_initial=4 * d, backend=backend, device=device, **kw,
+    )  # fmt: skip
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return res, time.perf_counter() - t0
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the batched benchmark for ``pbo.py --batched``; print and save the table."""
-    device = torch.device(args.device)
     dtype = {"float64": torch.float64, "float32": torch.float32}[args.dtype]
     R = args.replications
     K = min(args.sequential_replications or R, R)
     checkpoints = [k for k in (25, 50, 150) if k <= args.queries] or [args.queries]
     out = Path(args.out + "-batched")
     out.parent.mkdir(parents=True, exist_ok=True)
+    device = torch.device(args.device)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
         f"batched PBO: {R} replications x (4d + {args.queries}) queries; device {device_name} "
@@ -109,82 +107,22 @@ def run(args: argparse.Namespace) -> int:
         f"{torch.__version__}, {torch.get_num_threads()} threads",
         flush=True,
     )
-    results = []
-    lines = []
+    results, lines = [], []
     for problem in args.problems:
-        utility = get_utility(problem)
-        scale = calibrate_noise(utility, error_rate=args.error_rate, noise="gumbel")
-        d = utility.dim
+        scale = calibrate_noise(get_utility(problem), error_rate=args.error_rate, noise="gumbel")
         for strategy in args.strategies:
-            q_opt = {"eubo": 2, "champion-challenger": 1}.get(strategy, args.q)
-            restarts, raw = acquisition_effort(d, q_opt)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
-            res = run_replications(
-                problem,
-                strategy,
-                R,
-                args.queries,
-                q=args.q,
-                scale=scale,
-                seed=args.seed,
-                device=device,
-                dtype=dtype,
-                num_restarts=restarts,
-                raw_samples=raw,
+            res, wall = _replications(
+                args, problem, strategy, R, scale, "batched", device=device, dtype=dtype
             )
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            batched_wall = time.perf_counter() - t0
-            print(f"{problem} {strategy}: batched {batched_wall:.1f} s", flush=True)
-            seq_regret, seq_walls = [], []
+            print(f"{problem} {strategy}: batched {wall:.1f} s", flush=True)
+            seq, seq_wall = None, math.nan
             if not args.no_sequential:
-                for r in range(K):
-                    regret, wall = sequential_run(
-                        problem, strategy, args.seed + r, args.queries, args.q, scale, restarts, raw
-                    )
-                    seq_regret.append(regret)
-                    seq_walls.append(wall)
-                    print(f"  sequential replication {r}: {wall:.1f} s", flush=True)
-            seq_total = sum(seq_walls) * R / K if seq_walls else math.nan
-            T = res.regret.shape[1]
-            row = {
-                "problem": problem,
-                "strategy": strategy,
-                "replications": R,
-                "device": device_name,
-                "dtype": args.dtype,
-                "batched_wall": batched_wall,
-                "batched_s_per_query": batched_wall / (R * T),
-                "sequential_replications": len(seq_walls),
-                "sequential_wall_total": seq_total,
-                "sequential_s_per_query": (
-                    sum(seq_walls) / (len(seq_walls) * T) if seq_walls else math.nan
-                ),
-                "speedup": seq_total / batched_wall,
-                "batched_regret": res.regret.tolist(),
-                "sequential_regret": seq_regret,
-                "n_initial": res.n_initial,
-            }
+                seq, seq_wall = _replications(args, problem, strategy, K, scale, "sequential")
+                print(f"{problem} {strategy}: sequential {seq_wall:.1f} s", flush=True)
+                print(f"  curves: {_curves_agree(res.log_regret(), seq.log_regret())}")
+            row = _row(problem, strategy, res, wall, seq, seq_wall, device_name, args.dtype)
             results.append(row)
-            n0 = res.n_initial
-            b_cells = [_mean_se([float(v) for v in res.log_regret_after(k)]) for k in checkpoints]
-            s_cells = [
-                _mean_se([_log_regret_after(r_, n0, k) for r_ in seq_regret]) for k in checkpoints
-            ]
-            extrap = "" if len(seq_walls) == R else f" (timed {len(seq_walls)}, scaled x{R / K:g})"
-            lines.append(
-                f"| {problem} | {strategy} | batched ({device_name}, {args.dtype}) | {R} | "
-                + " | ".join(b_cells)
-                + f" | {batched_wall:.0f} | {row['batched_s_per_query']:.3f} | "
-                f"{row['speedup']:.1f}x |"
-            )
-            lines.append(
-                f"| {problem} | {strategy} | sequential (CPU, float64) | {len(seq_walls)} | "
-                + " | ".join(s_cells)
-                + f" | {seq_total:.0f}{extrap} | {row['sequential_s_per_query']:.3f} | 1 |"
-            )
+            lines += _table_lines(row, res, seq, checkpoints, device_name, args.dtype)
             out.with_suffix(".json").write_text(json.dumps(results))
     _write_table(
         "| problem | strategy | mode | replications | ",
@@ -194,6 +132,51 @@ def run(args: argparse.Namespace) -> int:
         out,
     )
     return 0
+
+
+def _row(problem, strategy, res, wall, seq, seq_wall, device_name, dtype) -> dict:
+    """The JSON record of one batched run and its sequential counterpart."""
+    R, T = res.regret.shape
+    K = 0 if seq is None else seq.n_replications
+    seq_total = seq_wall * R / K if K else math.nan
+    return {
+        "problem": problem,
+        "strategy": strategy,
+        "replications": R,
+        "device": device_name,
+        "dtype": dtype,
+        "batched_wall": wall,
+        "batched_s_per_query": wall / (R * T),
+        "sequential_replications": K,
+        "sequential_wall_total": seq_total,
+        "sequential_s_per_query": seq_wall / (K * T) if K else math.nan,
+        "speedup": seq_total / wall,
+        "batched_regret": res.regret.tolist(),
+        "sequential_regret": [] if seq is None else seq.regret.tolist(),
+        "n_initial": res.n_initial,
+    }
+
+
+def _table_lines(row, res, seq, checkpoints, device_name, dtype) -> list[str]:
+    """The markdown rows of one batched run and its sequential counterpart."""
+    R, K = row["replications"], row["sequential_replications"]
+    cells = [_mean_se([float(v) for v in res.log_regret_after(k)]) for k in checkpoints]
+    lines = [
+        f"| {row['problem']} | {row['strategy']} | batched ({device_name}, {dtype}) | {R} | "
+        + " | ".join(cells)
+        + f" | {row['batched_wall']:.0f} | {row['batched_s_per_query']:.3f} | "
+        f"{row['speedup']:.1f}x |"
+    ]
+    if seq is not None:
+        cells = [_mean_se([float(v) for v in seq.log_regret_after(k)]) for k in checkpoints]
+        extrap = "" if K == R else f" (timed {K}, scaled x{R / K:g})"
+        lines.append(
+            f"| {row['problem']} | {row['strategy']} | sequential (CPU, float64) | {K} | "
+            + " | ".join(cells)
+            + f" | {row['sequential_wall_total']:.0f}{extrap} | "
+            f"{row['sequential_s_per_query']:.3f} | 1 |"
+        )
+    return lines
 
 
 def _write_table(lead: str, checkpoints: list[int], tail: str, rows: list[str], out: Path) -> None:
@@ -228,6 +211,7 @@ def choice_study(args: argparse.Namespace) -> int:
                 args.replications,
                 args.queries,
                 q=q,
+                n_initial=4 * utility.dim,
                 answers=answers,
                 scale=scale,
                 seed=args.seed,

@@ -30,6 +30,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from botorch_pref.loop import STRATEGIES, PreferenceOptimizer, Recommendation
+from botorch_pref.runtime import add_command, entry_threads
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
@@ -148,6 +149,32 @@ def run_demo(
         file=stream,
     )
     print(f"{'query':>5}  {'regret':>10}  {'log10':>7}  {'seconds':>7}", file=stream)
+    _ask_and_answer(result, user, utility, total, progress, stream)
+    result.best = opt.best() if total else None
+    if result.best is not None:
+        x = ", ".join(f"{v:.4g}" for v in result.best.x.tolist())
+        print(
+            f"recommended design ({x}): utility {utility.optimal_value - result.final_regret:.4g}"
+            f" (optimum {utility.optimal_value:.4g}), median {_median(result.seconds):.2f} s per "
+            "query",
+            file=stream,
+        )
+    if output is not None and total:
+        result.figure = plot_demo(result, utility, Path(output))
+        print(f"figure written to {result.figure}", file=stream)
+    return result
+
+
+def _ask_and_answer(
+    result: DemoResult,
+    user: SimulatedUser,
+    utility: Utility,
+    total: int,
+    progress: bool,
+    stream: TextIO,
+) -> None:
+    """Run ``total`` queries of ``result.optimizer``; one table row (and regret) per answer."""
+    opt = result.optimizer
     bar = tqdm(total=total, desc="queries", unit="q", disable=not progress, file=sys.stderr)
     try:
         for k in range(1, total + 1):
@@ -169,19 +196,6 @@ def run_demo(
                 print(line, file=stream)
     finally:
         bar.close()
-    result.best = opt.best() if total else None
-    if result.best is not None:
-        x = ", ".join(f"{v:.4g}" for v in result.best.x.tolist())
-        print(
-            f"recommended design ({x}): utility {utility.optimal_value - result.final_regret:.4g}"
-            f" (optimum {utility.optimal_value:.4g}), median {_median(result.seconds):.2f} s per "
-            "query",
-            file=stream,
-        )
-    if output is not None and total:
-        result.figure = plot_demo(result, utility, Path(output))
-        print(f"figure written to {result.figure}", file=stream)
-    return result
 
 
 def _median(values: list[float]) -> float:
@@ -295,12 +309,9 @@ def _plot_2d(ax_true, ax_mean, result: DemoResult, utility: Utility) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``demo`` command.
-
-    Args:
-        subparsers: The sub-parsers object of the ``botorch-pref`` parser.
-    """
-    p = subparsers.add_parser(
+    """Add the ``demo`` command to the ``botorch-pref`` parser's ``subparsers``."""
+    p = add_command(
+        subparsers,
         "demo",
         help="preferential BO against a simulated user (regret table and figure)",
         description="Run preferential BO against a simulated user whose answers are noisy, "
@@ -329,17 +340,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    run_demo(
-        problem=args.problem,
-        strategy=args.strategy,
-        queries=args.queries,
-        n_initial=args.initial,
-        error_rate=args.error_rate,
-        noise=args.noise,
-        seed=args.seed,
-        model=args.model,
-        device=args.device,
-        output=None if args.no_plot else args.output,
-        progress=not args.no_progress,
-    )
+    """The command: :func:`run_demo` under the entry points' thread default.
+
+    The default (one intra-op thread on the CPU, see :mod:`botorch_pref.runtime`) is not
+    applied to BoTorch's ``PairwiseGP``, whose batched posteriors fail on some CPU builds after
+    ``torch.set_num_threads``.
+    """
+    same = ("problem", "strategy", "queries", "error_rate", "noise", "seed", "model")
+    device = _resolve_device(args.device)
+    threads = None if args.model == "pairwisegp" else "auto"
+    with entry_threads(threads, device):
+        run_demo(
+            **{name: getattr(args, name) for name in same},
+            device=device,
+            n_initial=args.initial,
+            output=None if args.no_plot else args.output,
+            progress=not args.no_progress,
+        )
     return 0

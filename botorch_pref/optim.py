@@ -83,8 +83,8 @@ def minimize_batched(
 
     n_var = x0.shape[1]
     lbfgs_bounds = None if bounds is None else [bounds] * n_var
-    # L-BFGS-B's own linear algebra is tiny: threaded BLAS only adds synchronisation (about
-    # 10x slower per iteration on 2 cores), as BoTorch's gen_candidates_scipy also notes.
+    # L-BFGS-B's own linear algebra is tiny: threaded BLAS only adds synchronisation (several
+    # times slower per iteration on a small CPU), as BoTorch's gen_candidates_scipy also notes.
     with threadpool_limits(limits=1, user_api="blas"):
         xs, _, _ = fmin_l_bfgs_b_batched(
             func,

@@ -62,6 +62,7 @@ __all__ = [
     "Levy",
     "TwoBump",
     "Utility",
+    "check_tensor",
     "get_utility",
     "list_utilities",
 ]
@@ -80,6 +81,26 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         yield
     finally:
         torch.set_default_dtype(previous)
+
+
+def check_tensor(X: Any, min_dim: int, dim: int | None, shape: str) -> Tensor:
+    """``X`` if it is a tensor of at least ``min_dim`` dimensions (and ``dim`` columns).
+
+    Args:
+        X: The input.
+        min_dim: The least number of dimensions.
+        dim: The required size of the last dimension (``None``: any).
+        shape: The start of the error message for a wrong shape (the shape is appended).
+
+    Raises:
+        TypeError: If ``X`` is not a tensor.
+        ValueError: If its shape does not fit.
+    """
+    if not isinstance(X, Tensor):
+        raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}.")
+    if X.dim() < min_dim or (dim is not None and X.shape[-1] != dim):
+        raise ValueError(f"{shape}, got {tuple(X.shape)}.")
+    return X
 
 
 class Utility(ABC):
@@ -135,14 +156,10 @@ class Utility(ABC):
 
     def _check_input(self, X: Tensor) -> Tensor:
         r"""Validate ``X`` (``... x d``, floating, in the unit cube); clamp rounding overshoot."""
-        if not isinstance(X, Tensor):
-            raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}.")
+        shape = f"{self.name} expects inputs of shape `... x {self.dim}`"
+        check_tensor(X, 1, self.dim, shape)
         if not X.is_floating_point():
             raise ValueError(f"X must have a floating dtype, got {X.dtype}.")
-        if X.dim() < 1 or X.shape[-1] != self.dim:
-            raise ValueError(
-                f"{self.name} expects inputs of shape `... x {self.dim}`, got {tuple(X.shape)}."
-            )
         if X.numel() > 0:
             lo, hi = X.min().item(), X.max().item()
             if not (lo >= -_CUBE_TOL and hi <= 1.0 + _CUBE_TOL):
@@ -276,9 +293,9 @@ class Branin(_BoTorchUtility):
     inputs). Three global maximisers, :math:`z = (-\pi, 12.275), (\pi, 2.275), (3\pi, 2.475)`,
     where :math:`B = 5/(4\pi)` exactly.
 
-    The raw scale is the default because the reference noise calibration of this project
-    (a Gumbel scale of 0.096 at a 20% error rate) was measured on it; the standardised utility
-    calibrates to a scale 51.9496 times smaller (about 0.0018).
+    The raw scale is the default because the project's reference noise calibrations were
+    measured on it; the standardised utility calibrates to a Gumbel scale 51.9496 times smaller
+    (noise scales scale with the utility).
     """
 
     _SHIFT: ClassVar[float] = 54.8104

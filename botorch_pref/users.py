@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_pref.test_functions import check_tensor
+
 __all__ = [
     "SimulatedUser",
     "calibrate_noise",
@@ -178,12 +180,7 @@ class SimulatedUser:
 
     def _check_query(self, X: Tensor) -> None:
         r"""Validate a query tensor ``... x q x d`` with ``q >= 2``."""
-        if not isinstance(X, Tensor):
-            raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}.")
-        if X.dim() < 2:
-            raise ValueError(
-                f"A query must be a `q x d` or `batch x q x d` tensor, got {tuple(X.shape)}."
-            )
+        check_tensor(X, 2, None, "A query must be a `q x d` or `batch x q x d` tensor")
         if X.shape[-2] < 2:
             raise ValueError(f"A query needs q >= 2 options, got q = {X.shape[-2]}.")
         dim = getattr(self.utility, "dim", None)
@@ -380,8 +377,7 @@ def calibrate_noise(
 
     The qEUBO scripts pair the top set off into disjoint pairs and minimise
     :math:`|\bar e(s) - \text{error\_rate}|` with a local optimiser; the random pairs here have
-    the same expectation. With :math:`10^6` designs this takes about a second per utility on
-    a CPU.
+    the same expectation.
 
     Args:
         utility: A callable mapping ``n x d`` unit-cube designs to ``n`` utilities.

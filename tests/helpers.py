@@ -27,3 +27,32 @@ def random_comparisons(
     win = torch.where(u[i] + noisy[:, 0] > u[j] + noisy[:, 1], i, j)
     lose = torch.where(win == i, j, i)
     return X.to(dtype), torch.stack([win, lose], -1)
+
+
+def optimizer_run(problem: str, seed: int, steps: int, scale: float = 0.1, **settings):
+    """A :class:`~botorch_pref.PreferenceOptimizer` on the unit cube answered by a Gumbel user.
+
+    Both are seeded ``seed`` (the protocol of ``run_replications``'s replication ``seed``).
+
+    Returns:
+        ``(optimizer, queries, winners, recommendations)``: the ``steps x q x d`` queries, the
+        ``steps`` answers and the ``steps x d`` recommendations after each answer.
+    """
+    from botorch_pref import PreferenceOptimizer
+    from botorch_pref.test_functions import get_utility
+    from botorch_pref.users import SimulatedUser
+
+    utility = get_utility(problem)
+    d = utility.dim
+    user = SimulatedUser(utility, noise="gumbel", scale=scale, seed=seed)
+    bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(torch.float64)
+    opt = PreferenceOptimizer(bounds, seed=seed, **settings)
+    queries, winners, best = [], [], []
+    for _ in range(steps):
+        X = opt.ask()
+        w = int(user.choose(X))
+        opt.tell(X, w)
+        queries.append(X)
+        winners.append(w)
+        best.append(opt.best().x)
+    return opt, torch.stack(queries), torch.tensor(winners), torch.stack(best)

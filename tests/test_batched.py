@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
@@ -54,8 +56,10 @@ def test_padded_batch_equals_separate_models(form):
     # 2 comparisons next to 300 and a middle-sized member
     datasets = [_data(4, 2, 0), _data(120, 300, 1), _data(30, 40, 2)]
     X, C = _pad(datasets)
-    batch = PairwiseLaplaceGP(X, C, covar_module=_kernel(3, HYPER), form=form)
-    assert bool(batch._mode.converged.all())
+    with warnings.catch_warnings():  # every member's Newton iteration converges
+        warnings.filterwarnings("error", message="Newton did not converge")
+        batch = PairwiseLaplaceGP(X, C, covar_module=_kernel(3, HYPER), form=form)
+        assert bool(torch.isfinite(batch.utility).all())  # the mode is found by now
     Xtest = torch.rand(7, 2, dtype=DT, generator=torch.Generator().manual_seed(9))
     post = batch.posterior(Xtest.expand(3, 7, 2))
     evidence = batch.laplace_evidence()

@@ -80,3 +80,27 @@ def test_demo_bad_options_are_clean_errors(args, message, capsys, tmp_path):
     err = capsys.readouterr().err
     assert err.startswith("botorch-pref: error:") and message in err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_entry_threads_default_and_restore(monkeypatch):
+    import torch
+
+    from botorch_pref.runtime import default_threads, entry_threads
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY"):
+        monkeypatch.delenv(name, raising=False)
+    assert default_threads() == 1 and default_threads("cuda") is None
+    before = torch.get_num_threads()
+    with entry_threads("auto") as n:
+        assert n == 1 == torch.get_num_threads()
+    assert torch.get_num_threads() == before
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    assert default_threads() is None  # the user's choice stands
+    with entry_threads("auto") as n:
+        assert n == before == torch.get_num_threads()
+    with pytest.raises(ValueError, match="at least 1"):
+        with entry_threads(0):
+            pass
+    with pytest.raises(TypeError, match="threads"):
+        with entry_threads(True):
+            pass

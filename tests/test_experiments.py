@@ -9,13 +9,14 @@ import torch
 from botorch.fit import fit_gpytorch_mll
 from botorch.optim import optimize_acqf
 
-from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP, PreferenceOptimizer
+from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP
 from botorch_pref.acquisition import make_eubo
 from botorch_pref.experiments import run_replications
 from botorch_pref.models.pairwise import make_covar_module
 from botorch_pref.optim import fit_evidence_batched, minimize_batched, optimize_acqf_batched
 from botorch_pref.test_functions import get_utility
-from botorch_pref.users import SimulatedUser
+
+from .helpers import optimizer_run
 
 DT = torch.float64
 
@@ -104,19 +105,10 @@ def test_optimize_acqf_batched_as_good_as_optimize_acqf():
 
 def _sequential(problem, strategy, seed, n_initial, n_queries, scale):
     utility = get_utility(problem)
-    d = utility.dim
-    user = SimulatedUser(utility, noise="gumbel", scale=scale, seed=seed)
-    bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(DT)
-    opt = PreferenceOptimizer(bounds, strategy=strategy, n_initial=n_initial, seed=seed)
-    queries, winners, regret = [], [], []
-    for _ in range(n_initial + n_queries):
-        X = opt.ask()
-        w = int(user.choose(X))
-        opt.tell(X, w)
-        queries.append(X)
-        winners.append(w)
-        regret.append(float(utility.regret(opt.best().x)))
-    return torch.stack(queries), torch.tensor(winners), torch.tensor(regret, dtype=DT)
+    _, queries, winners, best = optimizer_run(
+        problem, seed, n_initial + n_queries, scale, strategy=strategy, n_initial=n_initial
+    )
+    return queries, winners, utility.regret(best)
 
 
 def test_random_replications_match_sequential_runs():
@@ -149,7 +141,7 @@ def test_a_failed_batched_refit_keeps_the_hyperparameters(monkeypatch):
         fit_evidence_batched(model)
         ends.append(model.covar_module.outputscale.detach().clone())
 
-    monkeypatch.setattr("botorch_pref.experiments.fit_evidence_batched", fit)
+    monkeypatch.setattr("botorch_pref.loop.backends.fit_evidence_batched", fit)
     with pytest.warns(RuntimeWarning, match="fit failed after 3 answers"):
         res = run_replications(
             "branin", "random", n_replications=2, n_queries=2, n_initial=3, scale=0.1, seed=1

@@ -1,21 +1,33 @@
-"""The preference-optimisation loop: ask a person about ``q`` designs, learn, ask again."""
+"""The preference-optimisation loop: ask a person about ``q`` designs, learn, ask again.
+
+* :mod:`~botorch_pref.loop.config`: the settings, their defaults and checks (:class:`LoopConfig`);
+* :mod:`~botorch_pref.loop.answers`: one validator and one encoding of answers;
+* :mod:`~botorch_pref.loop.records`: the record of answers and the data derived from it;
+* :mod:`~botorch_pref.loop.state`: propose / record / refit / recommend for ``R`` members;
+* :mod:`~botorch_pref.loop.backends`: sequential and batched fitters and acquisition optimisers;
+* :mod:`~botorch_pref.loop.seeding`: the derived seeds;
+* :mod:`~botorch_pref.loop.optimizer`: :class:`PreferenceOptimizer`, the ask/tell facade;
+* :mod:`~botorch_pref.loop.replications`: :func:`run_replications`, lockstep PBO studies.
+
+The model factories live in :mod:`botorch_pref.models.factories` and are re-exported here.
+"""
 
 from botorch_pref.loop.answers import Answer, InvalidAnswerError, validate_answer
-from botorch_pref.loop.optimizer import (
+from botorch_pref.loop.config import STRATEGIES, LoopConfig, acquisition_effort
+from botorch_pref.loop.hyperparameters import Hyperparameters
+from botorch_pref.loop.optimizer import PreferenceOptimizer, Recommendation
+from botorch_pref.loop.records import QueryRecord
+from botorch_pref.loop.replications import ReplicationResults, run_replications
+from botorch_pref.loop.seeding import Stream, derived_seed
+from botorch_pref.loop.state import LoopState
+from botorch_pref.models.factories import (
     MODEL_FACTORIES,
-    STRATEGIES,
-    Hyperparameters,
     ModelFactory,
-    PreferenceOptimizer,
-    QueryRecord,
-    Recommendation,
-    acquisition_effort,
     box_covar_module,
     laplace_box_model,
     laplace_model,
     pairwisegp_model,
 )
-from botorch_pref.loop.seeding import Stream, derived_seed
 
 __all__ = [
     "MODEL_FACTORIES",
@@ -23,10 +35,13 @@ __all__ = [
     "Answer",
     "Hyperparameters",
     "InvalidAnswerError",
+    "LoopConfig",
+    "LoopState",
     "ModelFactory",
     "PreferenceOptimizer",
     "QueryRecord",
     "Recommendation",
+    "ReplicationResults",
     "Stream",
     "acquisition_effort",
     "box_covar_module",
@@ -34,5 +49,6 @@ __all__ = [
     "laplace_box_model",
     "laplace_model",
     "pairwisegp_model",
+    "run_replications",
     "validate_answer",
 ]

@@ -5,8 +5,9 @@ who can only say which of :math:`q` designs they prefer:
 
 1. :meth:`~PreferenceOptimizer.ask` returns the next query, a ``q x d`` tensor of designs in the
    user's units (within ``bounds``);
-2. :meth:`~PreferenceOptimizer.tell` records the answer (the index of the preferred option, or a
-   full ranking), refits the preference GP when the schedule says so, and updates its posterior;
+2. :meth:`~PreferenceOptimizer.tell` records the answer (the index of the preferred option, a
+   full ranking, or "no preference"), refits the preference GP when the schedule says so, and
+   updates its posterior;
 3. :meth:`~PreferenceOptimizer.best` recommends the compared design with the highest posterior
    mean of the utility :math:`g`,
 
@@ -17,16 +18,15 @@ who can only say which of :math:`q` designs they prefer:
 where :math:`\mathcal D` is the set of designs compared so far (the qEUBO protocol's
 recommendation: it never recommends a design nobody has looked at).
 
-Conventions and defaults (the reasons are in the :class:`PreferenceOptimizer` docstring):
+It is a thin facade over the loop's core, :class:`~botorch_pref.loop.state.LoopState`, with one
+member and the sequential back end (the settings and their defaults are
+:class:`~botorch_pref.loop.config.LoopConfig`'s). Conventions:
 
 * Inputs are normalised to the unit cube through ``bounds``; the model, the acquisition and its
   optimisation never see user units.
 * A design that has been compared before (a row *exactly* equal to an earlier one, e.g. the
   champion that champion-challenger re-proposes) is reused, not duplicated: its answers attach to
   the same datapoint.
-* A ``q > 2`` answer is recorded as the winner beating each other option, a full ranking as the
-  ``q - 1`` consecutive pairs. These rows are not independent comparisons; the pairwise
-  likelihood treats them as if they were until a proper choice likelihood exists.
 * All randomness (initial and random queries, ``optimize_acqf``'s raw samples, qEUBO's base
   samples, fit restarts) is drawn from seeds derived from ``(seed, query number)``, so the same
   seed and the same answers give the same run, and the state after
@@ -35,274 +35,37 @@ Conventions and defaults (the reasons are in the :class:`PreferenceOptimizer` do
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from copy import deepcopy
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
-from botorch.exceptions.errors import ModelFittingError
-from botorch.exceptions.warnings import OptimizationWarning
-from botorch.fit import fit_gpytorch_mll
-from botorch.models import PairwiseGP, PairwiseLaplaceMarginalLogLikelihood
 from botorch.models.model import Model
-from botorch.optim import optimize_acqf
 from botorch.utils.transforms import normalize, unnormalize
-from gpytorch.kernels import ScaleKernel
 from gpytorch.mlls import MarginalLogLikelihood
-from gpytorch.priors import SmoothedBoxPrior
-from linear_operator.utils.errors import NotPSDError
 from torch import Tensor
 
-from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
-from botorch_pref.acquisition.settings import lean_kernels
 from botorch_pref.data.preferences import PreferenceData
-from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit, Ranking
-from botorch_pref.loop.answers import (
-    InvalidAnswerError,
-    as_index,
-    encode_answer,
-    validate_answer,
+from botorch_pref.loop.answers import validate_answer
+from botorch_pref.loop.config import LoopConfig
+from botorch_pref.loop.hyperparameters import Hyperparameters
+from botorch_pref.loop.records import (
+    QueryRecord,
+    Recommendation,
+    as_record,
+    check_bounds,
+    check_query,
+    same_record,
 )
-from botorch_pref.loop.seeding import Stream, derived_seed, uniform
-from botorch_pref.mlls import LaplaceEvidence
-from botorch_pref.models.pairwise import PairwiseLaplaceGP, make_covar_module
+from botorch_pref.loop.state import LoopState, refresh
+from botorch_pref.models.factories import ModelFactory
 
-__all__ = [
-    "MODEL_FACTORIES",
-    "STRATEGIES",
-    "Hyperparameters",
-    "ModelFactory",
-    "PreferenceOptimizer",
-    "QueryRecord",
-    "Recommendation",
-    "acquisition_effort",
-    "box_covar_module",
-    "laplace_box_model",
-    "laplace_model",
-    "pairwisegp_model",
-]
-
-STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
-
-#: A model factory maps unit-cube ``datapoints`` (``n x d``) and ``comparisons`` (``m x 2``) to a
-#: model and the marginal log-likelihood that ``fit_gpytorch_mll`` maximises for it.
-ModelFactory = Callable[[Tensor, Tensor], tuple[Model, MarginalLogLikelihood]]
-
-# Caps on optimize_acqf's effort (see PreferenceOptimizer's docstring).
-_MIN_RESTARTS, _MAX_RESTARTS = 4, 10
-_MIN_RAW, _MAX_RAW = 128, 512
+__all__ = ["PreferenceOptimizer", "Recommendation"]
 
 
-def acquisition_effort(d: int, q_opt: int) -> tuple[int, int]:
-    """Default ``optimize_acqf`` restarts and raw samples for ``q_opt`` points in ``d`` dims.
-
-    BoTorch's PBO pipeline uses :math:`d q` restarts and :math:`30 d q` raw samples; these are
-    clipped to ``[4, 10]`` and ``[128, 512]`` (see :class:`PreferenceOptimizer`).
-    """
-    restarts = min(max(d * q_opt, _MIN_RESTARTS), _MAX_RESTARTS)
-    return restarts, min(max(30 * d * q_opt, _MIN_RAW), _MAX_RAW)
-
-
-def _outputscale(kernel: ScaleKernel) -> Tensor:
-    return kernel.outputscale
-
-
-def _set_outputscale(kernel: ScaleKernel, value: Tensor) -> None:
-    kernel._set_outputscale(value)
-
-
-def box_covar_module(dim: int, dtype: torch.dtype = torch.float64) -> ScaleKernel:
-    r"""The default kernel with ``PairwiseGP``'s flat outputscale prior (an opt-in variant).
-
-    :func:`~botorch_pref.models.pairwise.make_covar_module`'s kernel (ARD RBF, PairwiseGP's
-    Gamma(2.4, 2.7) lengthscale prior, log-parametrised constraints) with the outputscale prior
-    :math:`\text{LogNormal}(\log 10, 1.5)` replaced by BoTorch ``PairwiseGP``'s smoothed box on
-    :math:`[0.01, 100]`, so that inside the box the evidence alone sets the outputscale (the
-    utility's variance in units of the answer noise). ``model="laplace-box"`` uses it.
-
-    Why it exists: GPyTorch's MAP fit adds ``prior.log_prob(outputscale)``, the density *in the
-    outputscale*, and the LogNormal's density peaks at :math:`10 e^{-1.5^2} \approx 1.05`, not at
-    its median 10: above 1.05 it pulls the fit down, by 0.5-0.9 nats per unit of
-    :math:`\log` outputscale between 3 and 8. On the answers of an EUBO run on Hartmann-6
-    (qEUBO protocol, 34-74 answers) the default kernel's fit stayed at 1.5-4.4 where
-    ``PairwiseGP`` and this kernel reached 4.7-8.8 (at 34 and 74 answers the Laplace evidence
-    alone preferred the larger values), the main difference between the two models' posteriors
-    there.
-
-    Why it is not the loop's default: with few answers the flat prior lets the evidence drive
-    the outputscale to the box's edges (to 0.01 after one to four answers, or to 100), exactly
-    as it does for ``PairwiseGP``. On Branin with 4 random and 8 EUBO queries (the test in
-    ``tests/test_loop.py``) that gave mean regret 8.2 (``PairwiseGP`` 10.5) against 1.6 for the
-    default kernel; on Hartmann-6 after 50 EUBO queries the difference was within the noise of
-    the benchmark (``benchmarks/RESULTS.md``). The box's steep edges also stall L-BFGS now and
-    then (the optimiser then keeps the previous hyperparameters, with a warning).
-
-    Args:
-        dim: Input dimension.
-        dtype: Dtype of the hyperparameters.
-
-    Returns:
-        The kernel.
-    """
-    kernel = make_covar_module(dim, dtype=dtype)
-    kernel.register_prior(
-        "outputscale_prior",
-        SmoothedBoxPrior(1e-2, 1e2),
-        _outputscale,
-        _set_outputscale,
-    )
-    return kernel.to(dtype=dtype)
-
-
-def laplace_model(
-    datapoints: Tensor,
-    comparisons: Tensor | PreferenceData,
-    likelihood: PairwiseLikelihood | None = None,
-    covar_module: ScaleKernel | None = None,
-) -> tuple[Model, MarginalLogLikelihood]:
-    """:class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with its Laplace evidence.
-
-    Args:
-        datapoints: ``n x d`` unit-cube designs.
-        comparisons: ``m x 2`` (winner, loser) rows, or a
-            :class:`~botorch_pref.data.PreferenceData` of mixed answers.
-        likelihood: The likelihood (default: the model's probit).
-        covar_module: The kernel (default: the model's default kernel).
-
-    Returns:
-        ``(model, mll)``.
-    """
-    model = PairwiseLaplaceGP(
-        datapoints, comparisons, likelihood=likelihood, covar_module=covar_module
-    )
-    return model, LaplaceEvidence(model.likelihood, model)
-
-
-def laplace_box_model(
-    datapoints: Tensor,
-    comparisons: Tensor | PreferenceData,
-    likelihood: PairwiseLikelihood | None = None,
-) -> tuple[Model, MarginalLogLikelihood]:
-    """:func:`laplace_model` with :func:`box_covar_module` (``PairwiseGP``'s outputscale prior).
-
-    Args:
-        datapoints: ``n x d`` unit-cube designs.
-        comparisons: ``m x 2`` (winner, loser) rows, or a
-            :class:`~botorch_pref.data.PreferenceData` of mixed answers.
-        likelihood: The likelihood (default: the model's probit).
-
-    Returns:
-        ``(model, mll)``.
-    """
-    kernel = box_covar_module(datapoints.shape[-1], dtype=datapoints.dtype)
-    return laplace_model(datapoints, comparisons, likelihood, covar_module=kernel)
-
-
-def pairwisegp_model(
-    datapoints: Tensor, comparisons: Tensor
-) -> tuple[Model, MarginalLogLikelihood]:
-    """BoTorch's :class:`~botorch.models.PairwiseGP` with its Laplace marginal log-likelihood.
-
-    Args:
-        datapoints: ``n x d`` unit-cube designs.
-        comparisons: ``m x 2`` (winner, loser) rows.
-
-    Returns:
-        ``(model, mll)``.
-    """
-    model = PairwiseGP(datapoints, comparisons)
-    return model, PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model)
-
-
-MODEL_FACTORIES: dict[str, ModelFactory] = {
-    "laplace": laplace_model,
-    "laplace-box": laplace_box_model,
-    "pairwisegp": pairwisegp_model,
-}
-
-
-class Recommendation(NamedTuple):
-    """The recommended design and the model's belief about its utility.
-
-    Attributes:
-        x: The design, a ``d`` tensor in user units.
-        mean: Posterior mean of its utility :math:`\\mu(x)`.
-        std: Posterior standard deviation of its utility. Utilities are identified only up to a
-            common shift, so this includes the prior's uncertainty about the overall level.
-        index: Its row in :attr:`PreferenceOptimizer.datapoints`.
-    """
-
-    x: Tensor
-    mean: float
-    std: float
-    index: int
-
-
-class QueryRecord(NamedTuple):
-    """One answered query.
-
-    Attributes:
-        query: The ``q x d`` options in user units.
-        winner: The index of the preferred option (``None`` for "no preference").
-        ranking: The full ranking (best first) when one was given, else ``None``.
-        tie: ``True`` for a "no preference" answer.
-    """
-
-    query: Tensor
-    winner: int | None
-    ranking: tuple[int, ...] | None = None
-    tie: bool = False
-
-
-class Hyperparameters(NamedTuple):
-    """A model's fitted hyperparameters and the number of answers they were fitted at.
-
-    Storing them next to the answers lets a run be rebuilt without refitting
-    (:meth:`PreferenceOptimizer.sync`): the answers up to ``n_answers`` are recorded without
-    fits, these values are loaded, and the answers after them are recorded as usual.
-
-    Attributes:
-        values: The model's parameters by name (unconstrained, as ``named_parameters`` gives).
-        n_answers: The number of answered queries at the fit.
-    """
-
-    values: dict[str, Tensor]
-    n_answers: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable form (float64 values, shapes kept)."""
-        return {
-            "n_answers": int(self.n_answers),
-            "values": {
-                name: {
-                    "shape": list(v.shape),
-                    "data": v.detach().double().cpu().reshape(-1).tolist(),
-                }
-                for name, v in self.values.items()
-            },
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Hyperparameters:
-        """Inverse of :meth:`to_dict`.
-
-        Raises:
-            ValueError: For a malformed dictionary.
-        """
-        try:
-            n = as_index(data["n_answers"], "n_answers")
-            values = {
-                str(name): torch.tensor(v["data"], dtype=torch.float64).reshape(v["shape"])
-                for name, v in dict(data["values"]).items()
-            }
-        except (KeyError, TypeError, ValueError, RuntimeError) as err:
-            raise ValueError(f"not a stored set of hyperparameters: {err!r}") from None
-        if n < 1 or not all(bool(torch.isfinite(v).all()) for v in values.values()):
-            raise ValueError("stored hyperparameters need n_answers >= 1 and finite values.")
-        return cls(values, n)
+def _setting(name: str, doc: str) -> property:
+    """A read-only property returning the configuration's ``name``."""
+    return property(lambda self: getattr(self.config, name), doc=doc)
 
 
 class PreferenceOptimizer:
@@ -318,8 +81,8 @@ class PreferenceOptimizer:
 
     Strategies (``strategy``):
 
-    * ``"eubo"``: BoTorch's analytic EUBO, :math:`E[\max(g(x_1), g(x_2))]`, maximised jointly
-      over the pair (``q = 2``).
+    * ``"eubo"``: analytic EUBO, :math:`E[\max(g(x_1), g(x_2))]`, maximised jointly over the
+      pair (``q = 2``).
     * ``"qeubo"``: Monte-Carlo qEUBO, :math:`E[\max_i g(x_i)]`, for any ``q >= 2``.
     * ``"champion-challenger"``: the champion (the compared design with the highest posterior
       mean) against the challenger maximising :math:`E[(g(x) - g(c))^+]` under the joint
@@ -327,38 +90,24 @@ class PreferenceOptimizer:
       is an earlier datapoint, so each such query adds one new design.
     * ``"random"``: ``q`` uniform designs, the baseline.
 
-    Defaults and why:
-
-    * ``n_initial = min(4 d, 20)`` random queries: the PBO protocol's ``4 d`` (enough spread for
-      the first lengthscale fits), capped so that a person is not asked 80 random questions in
-      20 dimensions. Pass ``n_initial=4 * d`` to follow the protocol exactly.
-    * Refits: after every answer for the first ``refit_all_until = 30`` answers (the
-      hyperparameters move most while data are few), then after every ``refit_every = 5``-th.
-      In between, the model keeps its hyperparameters and only ``set_train_data`` runs
-      (a warm-started mode update). Refits start from the current hyperparameters (the model and
-      its kernel are kept across answers), so they take few L-BFGS iterations.
-    * ``optimize_acqf`` effort: BoTorch's PBO pipeline uses :math:`d q` restarts and
-      :math:`30 d q` raw samples (:math:`q` the number of points optimised jointly: 2 for EUBO
-      and qEUBO pairs, 1 for the challenger); here these are clipped to ``[4, 10]`` restarts and
-      ``[128, 512]`` raw samples, which keeps an ``ask`` around a second in 6-D on a loaded
-      2-core CPU, and gives low dimensions enough starts to find the global maximum of the
-      (multi-modal) acquisition.
-    * ``mc_samples = 128`` scrambled-Sobol samples for qEUBO.
+    The defaults, and why, are :class:`~botorch_pref.loop.config.LoopConfig`'s: ``min(4 d, 20)``
+    random initial queries, refits after each of the first 30 answers and then after every
+    5th, ``optimize_acqf`` restarts :math:`d q'` in ``[4, 10]`` and raw samples :math:`30 d q'`
+    in ``[128, 512]``, 128 quasi-Monte-Carlo samples for qEUBO.
 
     Args:
         bounds: ``2 x d`` lower and upper bounds of the designs, in the user's units.
         strategy: One of ``"eubo"``, ``"qeubo"``, ``"champion-challenger"``, ``"random"``.
         q: Options per query (2 for EUBO and champion-challenger).
-        n_initial: Random queries before the acquisition takes over (default above).
+        n_initial: Random queries before the acquisition takes over.
         model: ``"laplace"`` (:class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP`),
             ``"laplace-box"`` (the same with ``PairwiseGP``'s outputscale prior,
-            :func:`box_covar_module`), ``"pairwisegp"`` (BoTorch's ``PairwiseGP``) or a
-            :data:`ModelFactory`.
+            :func:`~botorch_pref.models.factories.box_covar_module`), ``"pairwisegp"``
+            (BoTorch's ``PairwiseGP``) or a :data:`~botorch_pref.models.factories.ModelFactory`.
         refit_every: After ``refit_all_until`` answers, refit hyperparameters every this many.
         refit_all_until: Refit after every answer up to this many answers.
-        num_restarts: ``optimize_acqf`` restarts (default: :math:`d q` clipped to [4, 10]).
-        raw_samples: ``optimize_acqf`` raw samples (default: :math:`30 d q` clipped to
-            [128, 512]).
+        num_restarts: ``optimize_acqf`` restarts.
+        raw_samples: ``optimize_acqf`` raw samples.
         mc_samples: qEUBO's quasi-Monte-Carlo samples.
         answers: How an answer about ``q > 2`` options enters the model: ``"choice"`` (the
             person picked the best of ``q``: a multinomial-logit choice, and a full ranking a
@@ -376,6 +125,23 @@ class PreferenceOptimizer:
         seed: Seed of all randomness; ``None`` draws one from torch's global generator (see
             :attr:`seed`).
     """
+
+    dim = _setting("dim", "The design dimension :math:`d`.")
+    strategy = _setting("strategy", "The acquisition strategy.")
+    q = _setting("q", "Options per query.")
+    n_initial = _setting("n_initial", "Random queries before the acquisition takes over.")
+    model_name = _setting("model_name", "The model's name.")
+    refit_every = _setting("refit_every", "Refit every this many answers (after the first).")
+    refit_all_until = _setting("refit_all_until", "Refit after every answer up to this many.")
+    num_restarts = _setting("num_restarts", "The acquisition optimiser's restarts.")
+    raw_samples = _setting("raw_samples", "The acquisition optimiser's raw samples.")
+    mc_samples = _setting("mc_samples", "qEUBO's quasi-Monte-Carlo samples.")
+    answers = _setting("answers", "How answers enter the model: 'choice' or 'pairs'.")
+    ties = _setting("ties", "Whether 'no preference' answers are accepted.")
+    champion_variant = _setting("champion_variant", "Champion-challenger's variant.")
+    seed = _setting("seed", "The seed of all randomness.")
+    device = _setting("device", "Device of the model and of every tensor returned.")
+    dtype = _setting("dtype", "Dtype of the model and of every tensor returned.")
 
     def __init__(
         self,
@@ -401,166 +167,48 @@ class PreferenceOptimizer:
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}.")
         if device is None:
             device = bounds.device if torch.is_tensor(bounds) else torch.device("cpu")
-        self._tkwargs: dict[str, Any] = {"device": torch.device(device), "dtype": dtype}
-        self._bounds = self._check_bounds(bounds)
-        d = self.dim
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}.")
-        self.strategy = strategy
-        self.q = self._positive_int(q, "q")
-        if self.q < 2:
-            raise ValueError(f"A query needs q >= 2 options, got q = {q}.")
-        if strategy in ("eubo", "champion-challenger") and self.q != 2:
-            raise ValueError(
-                f"strategy {strategy!r} asks about pairs (q = 2); use 'qeubo' or 'random' "
-                f"for q = {q}."
-            )
-        self.n_initial = (
-            min(4 * d, 20) if n_initial is None else self._nonnegative_int(n_initial, "n_initial")
+        b = check_bounds(bounds, {"device": torch.device(device), "dtype": dtype})
+        self.config = LoopConfig(
+            b.shape[-1],
+            strategy,
+            q,
+            n_initial=n_initial,
+            model=model,
+            refit_every=refit_every,
+            refit_all_until=refit_all_until,
+            num_restarts=num_restarts,
+            raw_samples=raw_samples,
+            mc_samples=mc_samples,
+            answers=answers,
+            ties=ties,
+            champion_variant=champion_variant,
+            device=device,
+            dtype=dtype,
+            seed=seed,
         )
-        if isinstance(model, str):
-            if model not in MODEL_FACTORIES:
-                raise ValueError(
-                    f"model must be one of {', '.join(MODEL_FACTORIES)} or a factory; "
-                    f"got {model!r}."
-                )
-            self._factory = MODEL_FACTORIES[model]
-            self.model_name = model
-        elif callable(model):
-            self._factory = model
-            self.model_name = getattr(model, "__name__", type(model).__name__)
-        else:
-            raise ValueError(f"model must be a name or a factory callable, got {model!r}.")
-        self.refit_every = self._positive_int(refit_every, "refit_every")
-        self.refit_all_until = self._nonnegative_int(refit_all_until, "refit_all_until")
-        default_restarts, default_raw = acquisition_effort(
-            d, 1 if strategy == "champion-challenger" else self.q
-        )
-        self.num_restarts = (
-            default_restarts
-            if num_restarts is None
-            else self._positive_int(num_restarts, "num_restarts")
-        )
-        self.raw_samples = (
-            default_raw if raw_samples is None else self._positive_int(raw_samples, "raw_samples")
-        )
-        self.mc_samples = self._positive_int(mc_samples, "mc_samples")
-        if answers not in ("auto", "choice", "pairs"):
-            raise ValueError(f"answers must be 'auto', 'choice' or 'pairs', got {answers!r}.")
-        self.answers = ("choice" if self.q > 2 else "pairs") if answers == "auto" else answers
-        self.ties = bool(ties)
-        if self.ties and self.answers == "choice":
-            raise ValueError(
-                "ties=True needs answers='pairs': no tie model is defined for choices among "
-                "more than two options."
-            )
-        self._likelihood: PairwiseLikelihood | None = None
-        if self.answers == "choice":
-            self._likelihood = Ranking()
-        elif self.ties:
-            self._likelihood = PairwiseProbit(tie_threshold=0.5)
-        if self._likelihood is not None and self.model_name == "pairwisegp":
-            raise ValueError(
-                "model='pairwisegp' models pairs only; use answers='pairs' and ties=False, "
-                "or model='laplace'."
-            )
-        if champion_variant not in ("joint", "marginal"):
-            raise ValueError(
-                f"champion_variant must be 'joint' or 'marginal', got {champion_variant!r}."
-            )
-        self.champion_variant = champion_variant
-        if seed is None:
-            seed = int(torch.randint(0, 2**62, (1,)).item())
-        self.seed = self._nonnegative_int(seed, "seed")
-
-        self._X_user = torch.empty(0, d, **self._tkwargs)
-        self._X_unit = torch.empty(0, d, **self._tkwargs)
-        self._data = PreferenceData().to(self._tkwargs["device"])
-        self._history: list[QueryRecord] = []
+        self._state = LoopState(self.config, b)
         self._pending: Tensor | None = None
-        self._model: Model | None = None
-        self._mll: MarginalLogLikelihood | None = None
-        self.n_refits = 0
-        self._fitted_at = 0
-
-    # ------------------------------------------------------------------ checks
-    @staticmethod
-    def _positive_int(value: Any, name: str) -> int:
-        value = as_index(value, name)
-        if value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value}.")
-        return value
-
-    @staticmethod
-    def _nonnegative_int(value: Any, name: str) -> int:
-        value = as_index(value, name)
-        if value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {value}.")
-        return value
-
-    def _check_bounds(self, bounds: Tensor | Sequence[Sequence[float]]) -> Tensor:
-        b = torch.as_tensor(bounds).to(**self._tkwargs)
-        if b.dim() != 2 or b.shape[0] != 2 or b.shape[1] < 1:
-            raise ValueError(
-                f"bounds must be a 2 x d tensor (lower, upper), got shape {tuple(b.shape)}."
-            )
-        if not bool(torch.isfinite(b).all()):
-            raise ValueError("bounds must be finite.")
-        if not bool((b[1] > b[0]).all()):
-            raise ValueError("bounds must satisfy lower < upper in every dimension.")
-        return b
-
-    def _as_query(self, query: Tensor | Sequence[Sequence[float]]) -> Tensor:
-        """Validate a query (``q' x d``, ``q' >= 2``, finite, distinct rows, inside bounds)."""
-        try:
-            X = query if torch.is_tensor(query) else torch.as_tensor(query, dtype=self.dtype)
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise ValueError(f"query must be a q x d array of numbers: {err}") from None
-        if not (X.is_floating_point() or X.dtype in (torch.int32, torch.int64)):
-            raise ValueError(f"query must hold real numbers, got dtype {X.dtype}.")
-        X = X.to(**self._tkwargs)
-        if X.dim() != 2 or X.shape[-1] != self.dim or X.shape[0] < 2:
-            raise ValueError(
-                f"query must have shape q x {self.dim} with q >= 2, got {tuple(X.shape)}."
-            )
-        if not bool(torch.isfinite(X).all()):
-            raise ValueError("query contains NaN or infinite values.")
-        lower, upper = self._bounds
-        slack = 1e-9 * (upper - lower)
-        if bool((X < lower - slack).any() or (X > upper + slack).any()):
-            raise ValueError("query has designs outside bounds.")
-        same = (X.unsqueeze(0) == X.unsqueeze(1)).all(-1)
-        if bool(same.triu(1).any()):
-            raise ValueError("query repeats a design: its options must be distinct.")
-        return X
-
-    def _model_data(self, data: PreferenceData) -> Tensor | PreferenceData:
-        """What the model is given: ``m x 2`` rows for pairs (the fast path), else ``data``."""
-        return data.as_comparisons() if data.is_pairwise else data
 
     # -------------------------------------------------------------- properties
     @property
     def bounds(self) -> Tensor:
         """The ``2 x d`` bounds in user units."""
-        return self._bounds.clone()
+        return self._state.bounds.clone()
 
     @property
-    def dim(self) -> int:
-        """The design dimension :math:`d`."""
-        return self._bounds.shape[-1]
-
-    @property
-    def device(self) -> torch.device:
-        return self._tkwargs["device"]
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self._tkwargs["dtype"]
+    def n_refits(self) -> int:
+        """The number of hyperparameter fits so far."""
+        return self._state.n_refits
 
     @property
     def datapoints(self) -> Tensor:
         """The ``n x d`` distinct designs compared so far, in user units."""
-        return self._X_user.clone()
+        return self._state.record.designs(0).clone()
+
+    @property
+    def preference_data(self) -> PreferenceData:
+        """Every answer as observations over :attr:`datapoints` (a copy)."""
+        return PreferenceData.cat([self._state.record.member_data(0)])
 
     @property
     def comparisons(self) -> Tensor:
@@ -570,26 +218,22 @@ class PreferenceOptimizer:
             ValueError: If the answers hold choices, rankings or ties (see
                 :attr:`preference_data`).
         """
-        if not self._data.is_pairwise:
+        data = self._state.record.member_data(0)
+        if not data.is_pairwise:
             raise ValueError(
                 "the answers hold choices, rankings or ties, not only pairs: use preference_data."
             )
-        return self._data.as_comparisons()
-
-    @property
-    def preference_data(self) -> PreferenceData:
-        """Every answer as observations over :attr:`datapoints` (a copy)."""
-        return PreferenceData.cat([self._data])
+        return data.as_comparisons()
 
     @property
     def n_queries(self) -> int:
         """The number of answered queries."""
-        return len(self._history)
+        return self._state.n_answers
 
     @property
     def history(self) -> list[QueryRecord]:
         """The answered queries in order (a copy); :meth:`replay` rebuilds the state from it."""
-        return [r._replace(query=r.query.clone()) for r in self._history]
+        return [self._state.record.query(0, i) for i in range(self.n_queries)]
 
     @property
     def pending(self) -> Tensor | None:
@@ -599,12 +243,12 @@ class PreferenceOptimizer:
     @property
     def model(self) -> Model | None:
         """The preference model on unit-cube inputs (``None`` before the first answer)."""
-        return self._model
+        return None if self._state.groups is None else self._state.groups[0].model
 
     @property
     def mll(self) -> MarginalLogLikelihood | None:
         """The marginal log-likelihood the hyperparameters are fitted with."""
-        return self._mll
+        return None if self._state.groups is None else self._state.groups[0].mll
 
     @property
     def hyperparameters(self) -> Hyperparameters | None:
@@ -613,33 +257,19 @@ class PreferenceOptimizer:
         Store them with the answers to rebuild the run later without refitting
         (:meth:`sync`, :meth:`replay`).
         """
-        if self._model is None or self._fitted_at == 0:
+        if self.model is None or self._state.fitted_at == 0:
             return None
-        values = {name: p.detach().clone() for name, p in self._model.named_parameters()}
-        return Hyperparameters(values, self._fitted_at)
+        return Hyperparameters.of(self.model, self._state.fitted_at)
 
     def to_unit(self, X: Tensor) -> Tensor:
         """Map designs from user units to the unit cube."""
-        return normalize(X.to(**self._tkwargs), self._bounds)
+        return normalize(X.to(**self.config.tkwargs), self._state.bounds)
 
     def from_unit(self, X: Tensor) -> Tensor:
         """Map designs from the unit cube to user units."""
-        return unnormalize(X.to(**self._tkwargs), self._bounds)
+        return unnormalize(X.to(**self.config.tkwargs), self._state.bounds)
 
-    # --------------------------------------------------------------- randomness
-    @contextmanager
-    def _seeded(self, k: int, stream: int) -> Iterator[None]:
-        """Fork torch's global generators and seed them for query ``k`` and ``stream``."""
-        device = self.device
-        devices = [device] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(derived_seed(self.seed, k, stream))
-            yield
-
-    def _random_unit(self, n: int, k: int, stream: int) -> Tensor:
-        return uniform(n, self.dim, self.seed, k, stream, dtype=self.dtype, device=self.device)
-
-    # ---------------------------------------------------------------------- ask
+    # ---------------------------------------------------------------- ask/tell
     def ask(self) -> Tensor:
         """The next query: a ``q x d`` tensor of distinct designs inside ``bounds``.
 
@@ -648,35 +278,9 @@ class PreferenceOptimizer:
         Returns:
             The query in user units.
         """
-        if self._pending is not None:
-            return self._pending.clone()
-        k = self.n_queries
-        if k < self.n_initial or self.strategy == "random" or self._model is None:
-            X = self.from_unit(self._random_unit(self.q, k, Stream.RANDOM))
-        else:
-            X = self._acquire(k)
-        X = self._repair_duplicates(X, k)
-        self._pending = X
-        return X.clone()
-
-    def _acquire(self, k: int) -> Tensor:
-        """Optimise the acquisition function for query ``k``; the query in user units."""
-        acqf, q_opt, champion = self.acquisition_function(k)
-        unit = torch.zeros(2, self.dim, **self._tkwargs)
-        unit[1] = 1.0
-        with self._seeded(k, Stream.ACQF), warnings.catch_warnings(), lean_kernels():
-            warnings.simplefilter("ignore", OptimizationWarning)
-            candidates, _ = optimize_acqf(
-                acqf,
-                bounds=unit,
-                q=q_opt,
-                num_restarts=self.num_restarts,
-                raw_samples=self.raw_samples,
-            )
-        X = self.from_unit(candidates.detach().reshape(q_opt, self.dim).clamp(0.0, 1.0))
-        if champion is not None:
-            X = torch.cat([self._X_user[champion].unsqueeze(0), X], dim=0)
-        return X
+        if self._pending is None:
+            self._pending = self._state.propose()[0]
+        return self._pending.clone()
 
     def acquisition_function(
         self, k: int | None = None
@@ -691,34 +295,12 @@ class PreferenceOptimizer:
             takes, and for champion-challenger the champion's row in :attr:`datapoints`
             (else ``None``).
         """
-        if self._model is None:
+        if self.model is None:
             raise ValueError("No answers yet: the acquisition needs a model.")
-        if self.strategy not in ("eubo", "qeubo", "champion-challenger"):
-            raise ValueError(f"strategy {self.strategy!r} has no acquisition function.")
         k = self.n_queries if k is None else k
-        if self.strategy == "eubo":
-            return make_eubo(self._model), 2, None
-        if self.strategy == "qeubo":
-            seed = derived_seed(self.seed, k, Stream.ACQF) % 2**31
-            return make_qeubo(self._model, self.mc_samples, seed=seed), self.q, None
-        mean, _ = self._posterior_at(self._X_unit)
-        idx = int(mean.argmax())
-        acqf = ChampionChallenger(
-            self._model, self._X_unit[idx], variant=self.champion_variant, log=True
-        )
-        return acqf, 1, idx
+        acqf, champions = self._state.acquisition(self._state.groups[0], k)
+        return acqf, self.config.q_opt, None if champions is None else champions[0]
 
-    def _repair_duplicates(self, X: Tensor, k: int) -> Tensor:
-        """Replace a repeated option (it would compare a design with itself) by a random one."""
-        same = (X.unsqueeze(0) == X.unsqueeze(1)).all(-1).triu(1)
-        if not bool(same.any()):
-            return X
-        dup = same.any(0)
-        X = X.clone()
-        X[dup] = self.from_unit(self._random_unit(int(dup.sum()), k, Stream.REPAIR))
-        return X
-
-    # --------------------------------------------------------------------- tell
     def tell(
         self,
         query: Tensor,
@@ -749,7 +331,7 @@ class PreferenceOptimizer:
                 "tell() without a pending query: call ask() first, or use add_comparison() to "
                 "record an answer to any query."
             )
-        X = self._as_query(query)
+        X = check_query(query, self._state.bounds)
         if X.shape != self._pending.shape or not torch.equal(X, self._pending):
             raise ValueError(
                 "query differs from the one ask() returned; use add_comparison() to record "
@@ -781,130 +363,17 @@ class PreferenceOptimizer:
         Raises:
             ValueError: For a bad query or answer; the optimiser's state is then unchanged.
         """
-        X = self._as_query(query)
-        self._record(X, winner, ranking, tie)
-
-    def _match_rows(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        """Indices of the rows of ``X`` among the datapoints, appending new ones.
-
-        Returns:
-            ``(index, new_rows)``: a ``q'`` long tensor of datapoint indices and the rows of
-            ``X`` that are new, in order.
-        """
-        n = self._X_user.shape[0]
-        index = torch.empty(X.shape[0], dtype=torch.long, device=self.device)
-        new_rows = []
-        for i, x in enumerate(X):
-            hit = (self._X_user == x).all(-1).nonzero() if n else torch.empty(0)
-            if hit.numel():
-                index[i] = int(hit[0])
-            else:
-                index[i] = n + len(new_rows)
-                new_rows.append(x)
-        new = torch.stack(new_rows) if new_rows else X[:0]
-        return index, new
+        self._record(check_query(query, self._state.bounds), winner, ranking, tie)
 
     def _record(
         self, X: Tensor, winner: Any | None, ranking: Any | None, tie: bool, refit: bool = True
     ) -> None:
-        """Validate the answer, update data and model atomically, append to the history."""
+        """Validate the answer, then record it (the state changes only if all succeeds)."""
         answer = validate_answer(X.shape[0], winner, ranking, tie=tie, ties=self.ties)
-        index, new_rows = self._match_rows(X)
-        X_user = torch.cat([self._X_user, new_rows])
-        X_unit = torch.cat([self._X_unit, self.to_unit(new_rows).clamp(0.0, 1.0)])
-        obs = encode_answer(index.tolist(), answer, self.answers).to(self.device)
-        data = PreferenceData.cat([self._data, obs])
-        k = self.n_queries + 1
-        fit = refit and (self._model is None or self._refit_due(k))
-        self._update_model(X_unit, data, refit=fit, k=k)
-        self._X_user, self._X_unit, self._data = X_user, X_unit, data
-        rank = answer.ranking
-        self._history.append(QueryRecord(X.clone(), answer.winner, rank, answer.kind == "tie"))
+        self._state.record_answers([X], [answer], refit=refit)
         self._pending = None
-        if fit:
-            self._fitted_at = k
 
-    def _refit_due(self, k: int) -> bool:
-        """Whether to refit the hyperparameters after the ``k``-th answer."""
-        return k <= self.refit_all_until or k % self.refit_every == 0
-
-    def _update_model(self, X_unit: Tensor, data: PreferenceData, refit: bool, k: int) -> None:
-        """Give the model the new data (building it on the first answer), then maybe refit.
-
-        On an exception the model is restored to its previous data and hyperparameters.
-        """
-        C = self._model_data(data)
-        if self._model is None:
-            if self._likelihood is None:
-                model, mll = self._factory(X_unit, C)
-            else:
-                model, mll = self._factory(X_unit, C, likelihood=deepcopy(self._likelihood))
-            model.to(**self._tkwargs)
-            self._model, self._mll = model, mll
-            try:
-                if refit:
-                    self._fit(k)
-                self._sync(X_unit)
-            except BaseException:
-                self._model = self._mll = None
-                raise
-            return
-        state = {name: v.clone() for name, v in self._model.state_dict().items()}
-        try:
-            self._model.set_train_data(X_unit, C, update_model=True)
-            if refit:
-                self._fit(k)
-        except BaseException:
-            self._model.load_state_dict(state)
-            self._model.set_train_data(
-                self._X_unit, self._model_data(self._data), update_model=True
-            )
-            self._sync(self._X_unit)
-            raise
-        self._sync(X_unit)
-
-    def _fit(self, k: int) -> None:
-        """Refit the hyperparameters from their current values (seeded restarts).
-
-        A fit that fails -- every attempt of ``fit_gpytorch_mll`` fails, or a custom kernel's
-        hyperparameters run into a numerically singular covariance -- keeps the previous
-        hyperparameters with a warning: the answer is recorded either way.
-        """
-        state = {name: v.clone() for name, v in self._mll.state_dict().items()}
-        with self._seeded(k, Stream.FIT):
-            try:
-                fit_gpytorch_mll(self._mll)
-            except (ModelFittingError, NotPSDError, torch.linalg.LinAlgError) as err:
-                self._mll.load_state_dict(state)
-                warnings.warn(
-                    f"Hyperparameter fit failed after query {k} ({err}); keeping the previous "
-                    "hyperparameters.",
-                    RuntimeWarning,
-                    stacklevel=4,
-                )
-        self._model.eval()
-        self.n_refits += 1
-
-    def _sync(self, X_unit: Tensor) -> None:
-        """Bring the model's cached posterior up to date with its data and hyperparameters.
-
-        L-BFGS may stop at hyperparameters other than the last ones it evaluated, and the model
-        then refreshes its mode lazily, on the next posterior call. Doing it here, not inside
-        whichever call comes next, makes the state a function of the answers alone (a replayed
-        history that never calls :meth:`ask` reaches the same state to the last bit).
-        """
-        with torch.no_grad():
-            self._model.posterior(X_unit[:1])
-
-    # --------------------------------------------------------------------- best
-    def _posterior_at(self, X_unit: Tensor) -> tuple[Tensor, Tensor]:
-        """Marginal posterior means and standard deviations at unit-cube designs."""
-        with torch.no_grad():
-            post = self._model.posterior(X_unit.unsqueeze(-2))
-            mean = post.mean.reshape(-1)
-            std = post.variance.reshape(-1).clamp_min(0.0).sqrt()
-        return mean, std
-
+    # -------------------------------------------------------------------- best
     def predict(self, X: Tensor) -> tuple[Tensor, Tensor]:
         """Posterior mean and standard deviation of the utility at designs in user units.
 
@@ -914,12 +383,12 @@ class PreferenceOptimizer:
         Returns:
             Two ``n`` tensors.
         """
-        if self._model is None:
+        if self.model is None:
             raise ValueError("No answers yet: nothing to predict from.")
-        X = torch.as_tensor(X).to(**self._tkwargs)
+        X = torch.as_tensor(X).to(**self.config.tkwargs)
         if X.dim() != 2 or X.shape[-1] != self.dim:
             raise ValueError(f"X must have shape n x {self.dim}, got {tuple(X.shape)}.")
-        return self._posterior_at(self.to_unit(X))
+        return self._state.moments(0, self.to_unit(X))
 
     def best(self) -> Recommendation:
         """The compared design with the highest posterior mean.
@@ -927,13 +396,14 @@ class PreferenceOptimizer:
         Returns:
             A :class:`Recommendation` (design in user units, posterior mean and std, index).
         """
-        if self._model is None:
+        if self.model is None:
             raise ValueError("No answers yet: there is nothing to recommend.")
-        mean, std = self._posterior_at(self._X_unit)
+        mean, std = self._state.moments(0)
         idx = int(mean.argmax())
-        return Recommendation(self._X_user[idx].clone(), float(mean[idx]), float(std[idx]), idx)
+        x = self._state.record.designs(0)[idx].clone()
+        return Recommendation(x, float(mean[idx]), float(std[idx]), idx)
 
-    # ------------------------------------------------------------------- replay
+    # ------------------------------------------------------------------ replay
     def sync(
         self,
         records: Sequence[QueryRecord | tuple[Any, ...]],
@@ -955,8 +425,9 @@ class PreferenceOptimizer:
         holds more answers than ``n_answers``, or ``records`` hold fewer.
 
         Args:
-            records: :class:`QueryRecord` s, or tuples ``(query, winner)``,
-                ``(query, winner, ranking)`` or ``(query, None, None, True)`` (a tie).
+            records: :class:`~botorch_pref.loop.records.QueryRecord` s, or tuples
+                ``(query, winner)``, ``(query, winner, ranking)`` or
+                ``(query, None, None, True)`` (a tie).
             hyperparameters: Stored hyperparameters of this run.
 
         Returns:
@@ -966,52 +437,25 @@ class PreferenceOptimizer:
             InvalidAnswerError: For a malformed record or answer (records before it are kept).
             ValueError: For a malformed query, or hyperparameters that do not fit the model.
         """
-        records = [_as_record(i, r) for i, r in enumerate(records)]
+        records = [as_record(i, r) for i, r in enumerate(records)]
         n = self.n_queries
         if n > len(records) or any(
-            not _same_record(a, b) for a, b in zip(self._history, records[:n], strict=False)
+            not same_record(a, b) for a, b in zip(self.history, records[:n], strict=False)
         ):
-            self._reset()
+            self._state.reset()
+            self._pending = None
             n = 0
         h = hyperparameters
         if h is not None and not (n <= h.n_answers <= len(records)):
             h = None
         for k, (query, winner, ranking, tie) in enumerate(records[n:], start=n + 1):
-            X = self._as_query(query)
+            X = check_query(query, self._state.bounds)
             self._record(X, winner, ranking, tie, refit=h is None or k > h.n_answers)
             if h is not None and k == h.n_answers:
-                self._load_hyperparameters(h)
+                h.load_into(self.model)
+                self._state.fitted_at = h.n_answers
+                refresh(self.model, self._state.record.designs(0, unit=True))
         return len(records) - n
-
-    def _reset(self) -> None:
-        """Forget every answer (the settings and the seed stay)."""
-        d = self.dim
-        self._X_user = torch.empty(0, d, **self._tkwargs)
-        self._X_unit = torch.empty(0, d, **self._tkwargs)
-        self._data = PreferenceData().to(self.device)
-        self._history = []
-        self._pending = None
-        self._model = self._mll = None
-        self.n_refits = 0
-        self._fitted_at = 0
-
-    def _load_hyperparameters(self, h: Hyperparameters) -> None:
-        """Load stored hyperparameters into the model and bring its posterior up to date."""
-        params = dict(self._model.named_parameters())
-        if set(params) != set(h.values) or any(
-            params[name].shape != v.shape for name, v in h.values.items()
-        ):
-            raise ValueError(
-                "stored hyperparameters do not fit this model: expected "
-                f"{ {k: tuple(p.shape) for k, p in params.items()} }, got "
-                f"{ {k: tuple(v.shape) for k, v in h.values.items()} }."
-            )
-        with torch.no_grad():
-            for name, v in h.values.items():
-                params[name].copy_(v.to(params[name]))
-        self._model.eval()
-        self._fitted_at = h.n_answers
-        self._sync(self._X_unit)
 
     @classmethod
     def replay(
@@ -1040,41 +484,3 @@ class PreferenceOptimizer:
         opt = cls(bounds, **kwargs)
         opt.sync(list(records), hyperparameters=hyperparameters)
         return opt
-
-
-def _as_record(i: int, record: Any) -> QueryRecord:
-    """A :class:`QueryRecord` from a record or a tuple (see :meth:`PreferenceOptimizer.sync`)."""
-    if not isinstance(record, tuple) or len(record) not in (2, 3, 4):
-        raise InvalidAnswerError(
-            f"record {i} must be (query, winner), (query, winner, ranking) or "
-            f"(query, None, None, tie), got {record!r}."
-        )
-    query, winner, *rest = record
-    ranking = rest[0] if rest else None
-    tie = bool(rest[1]) if len(rest) > 1 else False
-    if ranking is not None or tie:
-        winner = None
-    if ranking is not None:
-        ranking = tuple(ranking.reshape(-1).tolist() if torch.is_tensor(ranking) else ranking)
-    return QueryRecord(query, winner, ranking, tie)
-
-
-def _same_record(held: QueryRecord, given: QueryRecord) -> bool:
-    """Whether a held record is the given one (same query values and answer)."""
-    q = torch.as_tensor(given.query, dtype=held.query.dtype).to(held.query.device)
-    answer = (held.winner, held.ranking, held.tie)
-    if given.ranking is not None:
-        return (
-            q.shape == held.query.shape
-            and torch.equal(q, held.query)
-            and answer[1:]
-            == (
-                tuple(given.ranking),
-                False,
-            )
-        )
-    return (
-        q.shape == held.query.shape
-        and torch.equal(q, held.query)
-        and answer == (None if given.tie else given.winner, None, bool(given.tie))
-    )

@@ -1,0 +1,131 @@
+r"""Back ends of the loop: how hyperparameters are fitted and acquisition functions maximised.
+
+The loop (:class:`~botorch_pref.loop.state.LoopState`) runs ``R`` members; a back end decides
+how their models are held and solved:
+
+* :class:`SequentialBackend`: one model per member; BoTorch's ``fit_gpytorch_mll`` (maximum a
+  posteriori evidence by L-BFGS-B, with retries from random starts) and ``optimize_acqf``
+  (raw samples, Boltzmann-selected restarts, L-BFGS-B), with torch's global generators seeded
+  per member, query and :class:`~botorch_pref.loop.seeding.Stream`. A person's run is this back
+  end with ``R = 1``.
+* :class:`BatchedBackend`: one batched model (``batch_shape = (R,)``, independent
+  hyperparameters per member) for all members; one batched L-BFGS-B run fits every member
+  (:func:`~botorch_pref.optim.fit_evidence_batched`) and one maximises every member's
+  acquisition function (:func:`~botorch_pref.optim.optimize_acqf_batched`, raw samples seeded
+  per member). Each member solves its own problem -- its own line search and stopping test --
+  but the numbers differ from the sequential solvers', so the results agree in distribution,
+  not bit for bit.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Protocol
+
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.exceptions.warnings import OptimizationWarning
+from botorch.fit import fit_gpytorch_mll
+from botorch.optim import optimize_acqf
+from gpytorch.mlls import MarginalLogLikelihood
+from torch import Tensor
+
+from botorch_pref.acquisition import lean_kernels
+from botorch_pref.loop.config import LoopConfig
+from botorch_pref.loop.seeding import Stream, derived_seed
+from botorch_pref.optim import fit_evidence_batched, optimize_acqf_batched
+
+__all__ = ["BACKENDS", "Backend", "BatchedBackend", "SequentialBackend", "seeded"]
+
+
+@contextmanager
+def seeded(seed: int, k: int, stream: int, device: torch.device) -> Iterator[None]:
+    """Fork torch's global generators and seed them for query ``k`` and ``stream``."""
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(derived_seed(seed, k, stream))
+        yield
+
+
+class Backend(Protocol):
+    """A fitter and an acquisition optimiser for the models of a group of members."""
+
+    #: Whether one batched model serves all members (else one model per member).
+    batched: bool
+
+    def fit(
+        self, mll: MarginalLogLikelihood, seeds: Sequence[int], k: int, config: LoopConfig
+    ) -> None:
+        """Fit the hyperparameters of the model of members seeded ``seeds`` after answer ``k``."""
+
+    def optimize(
+        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig
+    ) -> Tensor:
+        """Maximise ``acqf`` on the unit cube for query ``k``: ``len(seeds) x q' x d`` points."""
+
+
+class SequentialBackend:
+    """One model per member: ``fit_gpytorch_mll`` and ``optimize_acqf``."""
+
+    batched = False
+
+    def fit(
+        self, mll: MarginalLogLikelihood, seeds: Sequence[int], k: int, config: LoopConfig
+    ) -> None:
+        with seeded(seeds[0], k, Stream.FIT, config.device):
+            fit_gpytorch_mll(mll)
+
+    def optimize(
+        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig
+    ) -> Tensor:
+        d, q_opt = config.dim, config.q_opt
+        unit = torch.zeros(2, d, **config.tkwargs)
+        unit[1] = 1.0
+        with seeded(seeds[0], k, Stream.ACQF, config.device), warnings.catch_warnings():
+            warnings.simplefilter("ignore", OptimizationWarning)
+            with lean_kernels():
+                candidates, _ = optimize_acqf(
+                    acqf,
+                    bounds=unit,
+                    q=q_opt,
+                    num_restarts=config.num_restarts,
+                    raw_samples=config.raw_samples,
+                )
+        return candidates.detach().reshape(1, q_opt, d).clamp(0.0, 1.0)
+
+
+class BatchedBackend:
+    """One batched model: ``fit_evidence_batched`` and ``optimize_acqf_batched``."""
+
+    batched = True
+
+    def fit(
+        self, mll: MarginalLogLikelihood, seeds: Sequence[int], k: int, config: LoopConfig
+    ) -> None:
+        fit_evidence_batched(mll.model)
+
+    def optimize(
+        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig
+    ) -> Tensor:
+        with lean_kernels():
+            X, _ = optimize_acqf_batched(
+                acqf,
+                len(seeds),
+                config.q_opt,
+                config.dim,
+                num_restarts=config.num_restarts,
+                raw_samples=config.raw_samples,
+                seeds=[derived_seed(s, k, Stream.ACQF) for s in seeds],
+                dtype=config.dtype,
+                device=config.device,
+            )
+        return X.detach()
+
+
+#: The back ends by name.
+BACKENDS: dict[str, Backend] = {
+    "sequential": SequentialBackend(),
+    "batched": BatchedBackend(),
+}

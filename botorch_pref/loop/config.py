@@ -1,0 +1,228 @@
+r"""The loop's settings: every default and every check, in one place.
+
+:class:`LoopConfig` holds what a preference-optimisation run needs besides its answers: the
+strategy, the number of options per query, the random initial queries, the model, the refit
+schedule, the acquisition optimiser's effort, the encoding of answers, the device, the dtype
+and the seed. :class:`~botorch_pref.loop.PreferenceOptimizer` and
+:func:`~botorch_pref.loop.run_replications` both build one, so a study of replications runs
+with exactly the settings a person's run would get.
+
+Defaults and why:
+
+* ``n_initial = min(4 d, 20)`` random queries: the PBO protocol's :math:`4 d` (enough spread
+  for the first lengthscale fits), capped so that a person is not asked 80 random questions in
+  20 dimensions. Benchmarks that follow the protocol pass ``n_initial = 4 d``.
+* Refits after every answer for the first ``refit_all_until = 30`` answers (the
+  hyperparameters move most while data are few), then after every ``refit_every = 5``-th.
+* Acquisition effort: BoTorch's PBO pipeline uses :math:`d q'` restarts and :math:`30 d q'`
+  raw samples (:math:`q'` the number of points optimised jointly: 2 for EUBO pairs, ``q`` for
+  qEUBO, 1 for the challenger); they are clipped to ``[4, 10]`` restarts and ``[128, 512]`` raw
+  samples (:func:`acquisition_effort`): few enough for an interactive ``ask`` in six
+  dimensions, enough for the multi-modal acquisition in two.
+* ``mc_samples = 128`` scrambled-Sobol base samples for qEUBO.
+* ``answers = "auto"``: a ``q > 2`` answer is a choice among ``q`` options (a ranking a
+  Plackett-Luce ranking), both modelled by :class:`~botorch_pref.likelihoods.Ranking`; pairs
+  use the probit pair likelihood. ``ties=True`` makes the pair likelihood ordinal
+  (:class:`~botorch_pref.likelihoods.PairwiseProbit` with a fitted tie threshold).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit, Ranking
+from botorch_pref.loop.answers import as_index
+from botorch_pref.models.factories import MODEL_FACTORIES, ModelFactory
+
+__all__ = ["STRATEGIES", "LoopConfig", "acquisition_effort"]
+
+STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
+
+# Caps on the acquisition optimiser's effort (see the module docstring).
+MIN_RESTARTS, MAX_RESTARTS = 4, 10
+MIN_RAW, MAX_RAW = 128, 512
+
+
+def acquisition_effort(d: int, q_opt: int) -> tuple[int, int]:
+    """Default restarts and raw samples for optimising ``q_opt`` points in ``d`` dimensions.
+
+    Returns:
+        ``(restarts, raw_samples)``: :math:`d q'` clipped to ``[4, 10]`` and :math:`30 d q'`
+        clipped to ``[128, 512]``.
+    """
+    restarts = min(max(d * q_opt, MIN_RESTARTS), MAX_RESTARTS)
+    return restarts, min(max(30 * d * q_opt, MIN_RAW), MAX_RAW)
+
+
+def positive_int(value: Any, name: str) -> int:
+    """``value`` as an integer ``>= 1``, else a ``ValueError`` naming ``name``."""
+    value = as_index(value, name)
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value}.")
+    return value
+
+
+def nonnegative_int(value: Any, name: str) -> int:
+    """``value`` as an integer ``>= 0``, else a ``ValueError`` naming ``name``."""
+    value = as_index(value, name)
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value}.")
+    return value
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """Validated settings of a preference-optimisation run (defaults in the module docstring).
+
+    Every field given as ``None`` (or ``"auto"``) is resolved on construction, so a config
+    always holds the values the run uses. Invalid values raise ``ValueError``.
+
+    Args:
+        dim: The design dimension :math:`d`.
+        strategy: ``"eubo"``, ``"qeubo"``, ``"champion-challenger"`` or ``"random"``.
+        q: Options per query (2 for EUBO and champion-challenger).
+        n_initial: Random queries before the acquisition takes over.
+        model: A name in :data:`~botorch_pref.models.factories.MODEL_FACTORIES` or a
+            :data:`~botorch_pref.models.factories.ModelFactory`.
+        refit_every: After ``refit_all_until`` answers, refit every this many answers.
+        refit_all_until: Refit after every answer up to this many answers.
+        num_restarts: Acquisition optimiser restarts.
+        raw_samples: Acquisition optimiser raw samples.
+        mc_samples: qEUBO's quasi-Monte-Carlo samples.
+        answers: ``"choice"``, ``"pairs"`` or ``"auto"`` (how ``q > 2`` answers are modelled).
+        ties: Accept "no preference" answers to pairs (needs ``answers="pairs"``).
+        champion_variant: ``"joint"`` or ``"marginal"`` (Brochu's EI) for champion-challenger.
+        device: Device of the model and of every tensor the loop returns.
+        dtype: ``torch.float64`` or ``torch.float32``.
+        seed: Seed of all randomness; ``None`` draws one from torch's global generator.
+    """
+
+    dim: int
+    strategy: str = "eubo"
+    q: int = 2
+    n_initial: int | None = None
+    model: str | ModelFactory = "laplace"
+    refit_every: int = 5
+    refit_all_until: int = 30
+    num_restarts: int | None = None
+    raw_samples: int | None = None
+    mc_samples: int = 128
+    answers: str = "auto"
+    ties: bool = False
+    champion_variant: str = "joint"
+    device: torch.device | str | None = None
+    dtype: torch.dtype = torch.float64
+    seed: int | None = None
+    factory: ModelFactory = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        values = _resolve(self)
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def model_name(self) -> str:
+        """The model's name (a factory's ``__name__`` for a custom factory)."""
+        if isinstance(self.model, str):
+            return self.model
+        return getattr(self.model, "__name__", type(self.model).__name__)
+
+    @property
+    def q_opt(self) -> int:
+        """The number of points the acquisition optimiser places (1 for the challenger)."""
+        return {"eubo": 2, "champion-challenger": 1}.get(self.strategy, self.q)
+
+    @property
+    def tkwargs(self) -> dict[str, Any]:
+        """``{"device": ..., "dtype": ...}`` of the run's tensors."""
+        return {"device": self.device, "dtype": self.dtype}
+
+    def refit_due(self, k: int) -> bool:
+        """Whether the schedule refits the hyperparameters after the ``k``-th answer."""
+        return k <= self.refit_all_until or k % self.refit_every == 0
+
+    def likelihood(self) -> PairwiseLikelihood | None:
+        """A fresh likelihood for the answers, or ``None`` for the model's default probit."""
+        if self.answers == "choice":
+            return Ranking()
+        if self.ties:
+            return PairwiseProbit(tie_threshold=0.5)
+        return None
+
+
+def _resolve(config: LoopConfig) -> dict[str, Any]:
+    """Validated and resolved field values of ``config``."""
+    if config.dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {config.dtype}.")
+    d = positive_int(config.dim, "dim")
+    if config.strategy not in STRATEGIES:
+        raise ValueError(
+            f"strategy must be one of {', '.join(STRATEGIES)}; got {config.strategy!r}."
+        )
+    q = positive_int(config.q, "q")
+    if q < 2:
+        raise ValueError(f"A query needs q >= 2 options, got q = {config.q}.")
+    if config.strategy in ("eubo", "champion-challenger") and q != 2:
+        raise ValueError(
+            f"strategy {config.strategy!r} asks about pairs (q = 2); use 'qeubo' or 'random' "
+            f"for q = {config.q}."
+        )
+    n_initial = config.n_initial
+    n_initial = min(4 * d, 20) if n_initial is None else nonnegative_int(n_initial, "n_initial")
+    factory = _factory(config.model)
+    restarts, raw = acquisition_effort(d, 1 if config.strategy == "champion-challenger" else q)
+    if config.num_restarts is not None:
+        restarts = positive_int(config.num_restarts, "num_restarts")
+    if config.raw_samples is not None:
+        raw = positive_int(config.raw_samples, "raw_samples")
+    answers = config.answers
+    if answers not in ("auto", "choice", "pairs"):
+        raise ValueError(f"answers must be 'auto', 'choice' or 'pairs', got {answers!r}.")
+    answers = ("choice" if q > 2 else "pairs") if answers == "auto" else answers
+    ties = bool(config.ties)
+    if ties and answers == "choice":
+        raise ValueError(
+            "ties=True needs answers='pairs': no tie model is defined for choices among "
+            "more than two options."
+        )
+    if (answers == "choice" or ties) and config.model == "pairwisegp":
+        raise ValueError(
+            "model='pairwisegp' models pairs only; use answers='pairs' and ties=False, "
+            "or model='laplace'."
+        )
+    if config.champion_variant not in ("joint", "marginal"):
+        raise ValueError(
+            f"champion_variant must be 'joint' or 'marginal', got {config.champion_variant!r}."
+        )
+    seed = config.seed
+    seed = int(torch.randint(0, 2**62, (1,)).item()) if seed is None else seed
+    return {
+        "dim": d,
+        "q": q,
+        "n_initial": n_initial,
+        "refit_every": positive_int(config.refit_every, "refit_every"),
+        "refit_all_until": nonnegative_int(config.refit_all_until, "refit_all_until"),
+        "num_restarts": restarts,
+        "raw_samples": raw,
+        "mc_samples": positive_int(config.mc_samples, "mc_samples"),
+        "answers": answers,
+        "ties": ties,
+        "device": torch.device(config.device if config.device is not None else "cpu"),
+        "seed": nonnegative_int(seed, "seed"),
+        "factory": factory,
+    }
+
+
+def _factory(model: Any) -> ModelFactory:
+    if isinstance(model, str):
+        if model not in MODEL_FACTORIES:
+            raise ValueError(
+                f"model must be one of {', '.join(MODEL_FACTORIES)} or a factory; got {model!r}."
+            )
+        return MODEL_FACTORIES[model]
+    if callable(model):
+        return model
+    raise ValueError(f"model must be a name or a factory callable, got {model!r}.")

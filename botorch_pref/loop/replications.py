@@ -1,0 +1,196 @@
+r"""Many simulated users at once: PBO replications in lockstep on the loop's own core.
+
+:func:`run_replications` runs ``R`` replications of the PBO protocol of one strategy on one
+problem together. A simulated user with a utility :math:`f` on the unit cube answers each query
+with noise (Gumbel: a logit choice; probit: Gaussian noise on each option's utility), its scale
+calibrated so that two designs from the top 1% of :math:`10^6` random designs are answered
+wrongly ``error_rate`` of the time. The initial queries are random, then the strategy's
+acquisition takes over; after every answer the recommendation is the compared design with the
+highest posterior mean, scored by its simple regret :math:`f^\star - f(x^\star)`.
+
+Replication ``i`` is member ``i`` of one :class:`~botorch_pref.loop.state.LoopState` -- the core
+that :class:`~botorch_pref.loop.PreferenceOptimizer` runs with one member -- seeded
+``seed + i``, with a :class:`~botorch_pref.users.SimulatedUser` seeded ``seed + i`` (common
+random numbers across strategies: the same initial queries and the same noise stream). So the
+settings and their defaults are the optimiser's (:class:`~botorch_pref.loop.config.LoopConfig`),
+and:
+
+* with ``backend="sequential"`` each replication *is* the run of ``PreferenceOptimizer(seed =
+  seed + i)`` answered by that user, query for query;
+* with ``backend="batched"`` (the default) all replications share one batched model, fitted and
+  optimised by batched L-BFGS-B (:mod:`~botorch_pref.loop.backends`): the initial (and, for
+  ``strategy="random"``, every) query and its answer are exactly the sequential run's, the
+  acquisition queries agree with it in distribution.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from botorch_pref.loop.answers import Answer
+from botorch_pref.loop.config import LoopConfig
+from botorch_pref.loop.state import LoopState
+from botorch_pref.test_functions import Utility, get_utility
+from botorch_pref.users import SimulatedUser, calibrate_noise
+
+__all__ = ["BATCHED_STRATEGIES", "REGRET_FLOOR", "ReplicationResults", "run_replications"]
+
+BATCHED_STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
+REGRET_FLOOR = 1e-12
+
+
+@dataclass
+class ReplicationResults:
+    """Results of :func:`run_replications`.
+
+    Attributes:
+        problem: The utility's name.
+        strategy: The strategy.
+        q: Options per query.
+        answers: ``"choice"`` or ``"pairs"`` (how ``q > 2`` answers were modelled).
+        n_initial: Random queries before the acquisition took over.
+        seeds: The seed of each replication (its optimiser's and its user's).
+        regret: ``R x T`` simple regret of the recommendation after each of the ``T`` answers.
+        best_x: ``R x T x d`` recommended design after each answer (the compared design with
+            the highest posterior mean).
+        queries: ``R x T x q x d`` queries, in the unit cube.
+        winners: ``R x T`` index of the preferred option of each query.
+        seconds: ``T`` wall seconds per step (all replications together: query, answers,
+            model update, recommendation).
+        device: Device the model ran on.
+        fits: The number of steps with a hyperparameter fit.
+        backend: ``"batched"`` or ``"sequential"``.
+        config: The settings every replication ran with (the seed is replication 0's).
+    """
+
+    problem: str
+    strategy: str
+    q: int
+    answers: str
+    n_initial: int
+    seeds: list[int]
+    regret: Tensor
+    best_x: Tensor
+    queries: Tensor
+    winners: Tensor
+    seconds: Tensor
+    device: str = "cpu"
+    fits: int = field(default=0)
+    backend: str = "batched"
+    config: LoopConfig | None = None
+
+    @property
+    def n_replications(self) -> int:
+        """Number of replications ``R``."""
+        return self.regret.shape[0]
+
+    def log_regret(self) -> Tensor:
+        """``R x T`` log10 regret (a zero regret is reported as ``log10(1e-12)``)."""
+        return self.regret.clamp_min(REGRET_FLOOR).log10()
+
+    def log_regret_after(self, k: int) -> Tensor:
+        """``R`` log10 regrets after ``k`` acquisition queries (``k = 0``: after the initial)."""
+        i = self.n_initial + k - 1
+        if not 0 <= i < self.regret.shape[1]:
+            raise ValueError(f"no answer {i + 1}: the runs have {self.regret.shape[1]} answers.")
+        return self.log_regret()[:, i]
+
+
+def run_replications(
+    problem: str | Utility,
+    strategy: str = "eubo",
+    n_replications: int = 8,
+    n_queries: int = 50,
+    q: int = 2,
+    *,
+    noise: str = "gumbel",
+    scale: float | None = None,
+    error_rate: float = 0.2,
+    seed: int = 0,
+    backend: str = "batched",
+    **settings,
+) -> ReplicationResults:
+    r"""Run ``n_replications`` PBO replications of one strategy together.
+
+    Args:
+        problem: A utility to maximise on the unit cube, or its name for
+            :func:`~botorch_pref.test_functions.get_utility`.
+        strategy: ``"eubo"``, ``"qeubo"``, ``"champion-challenger"`` or ``"random"``.
+        n_replications: Number of replications ``R``.
+        n_queries: Acquisition queries after the initial ones.
+        q: Options per query (``"eubo"`` and ``"champion-challenger"`` need ``q = 2``).
+        noise: The simulated users' noise, ``"gumbel"`` or ``"probit"``.
+        scale: The noise scale; default: calibrated to ``error_rate`` wrong answers on top-1%
+            pairs (:func:`~botorch_pref.users.calibrate_noise`, seeded).
+        error_rate: Target error rate when ``scale`` is not given.
+        seed: Replication ``i`` uses ``seed + i`` for its optimiser and its user.
+        backend: ``"batched"`` (one batched model) or ``"sequential"`` (one model per
+            replication, exactly the optimiser's run).
+        **settings: Other settings of :class:`~botorch_pref.loop.config.LoopConfig`
+            (``n_initial``, ``model``, ``refit_every``, ``refit_all_until``, ``num_restarts``,
+            ``raw_samples``, ``mc_samples``, ``answers``, ``champion_variant``, ``device``,
+            ``dtype``), with the same defaults as the optimiser's. The PBO protocol's
+            ``n_initial`` is :math:`4 d`.
+
+    Returns:
+        The :class:`ReplicationResults`.
+    """
+    utility = get_utility(problem) if isinstance(problem, str) else problem
+    R, T_acq = int(n_replications), int(n_queries)
+    if R < 1 or T_acq < 0:
+        raise ValueError(f"need n_replications >= 1 and n_queries >= 0; got {R}, {T_acq}.")
+    config = LoopConfig(utility.dim, strategy, q, seed=int(seed), **settings)
+    seeds = [int(seed) + i for i in range(R)]
+    bounds = torch.zeros(2, utility.dim, **config.tkwargs)
+    bounds[1] = 1.0
+    state = LoopState(config, bounds, seeds, backend)
+    if scale is None:
+        scale = calibrate_noise(utility, error_rate, noise=noise, seed=0)
+    users = [SimulatedUser(utility, noise=noise, scale=scale, seed=s) for s in seeds]
+    trace = _simulate(state, users, utility, config.n_initial + T_acq)
+    return ReplicationResults(
+        problem=getattr(utility, "name", type(utility).__name__),
+        strategy=strategy,
+        q=q,
+        answers=config.answers,
+        n_initial=config.n_initial,
+        seeds=seeds,
+        **trace,
+        device=str(config.device),
+        fits=state.n_refits,
+        backend=backend,
+        config=config,
+    )
+
+
+def _simulate(
+    state: LoopState, users: list[SimulatedUser], utility: Utility, T: int
+) -> dict[str, Tensor]:
+    """Advance every member ``T`` queries, each answered by its user; what was seen."""
+    R, d, cfg = state.n_members, utility.dim, state.config
+    regret = torch.empty(R, T, dtype=torch.float64)
+    best_x = torch.empty(R, T, d, dtype=cfg.dtype)
+    queries = torch.empty(R, T, cfg.q, d, dtype=cfg.dtype)
+    winners = torch.empty(R, T, dtype=torch.long)
+    seconds = torch.empty(T, dtype=torch.float64)
+    for k in range(T):
+        t0 = time.perf_counter()
+        X = state.propose()
+        queries[:, k] = X.cpu()
+        for r in range(R):
+            winners[r, k] = int(users[r].choose(queries[r, k]))
+        state.record_answers(list(X), [Answer("winner", int(w)) for w in winners[:, k]])
+        best_x[:, k] = state.recommend().cpu()
+        regret[:, k] = utility.regret(best_x[:, k].to(torch.float64))
+        seconds[k] = time.perf_counter() - t0
+    return {
+        "regret": regret,
+        "best_x": best_x,
+        "queries": queries,
+        "winners": winners,
+        "seconds": seconds,
+    }

@@ -1,0 +1,329 @@
+r"""The loop's core: propose, record, refit and recommend for ``R`` members in lockstep.
+
+One step of preferential Bayesian optimisation for each member ``r`` (seed :math:`s_r`):
+
+1. **Propose** query :math:`k` (0-based): for :math:`k < n_\text{initial}`, for
+   ``strategy="random"`` and before the first answer, ``q`` uniform designs drawn from
+   :math:`(s_r, k, \text{RANDOM})`; otherwise the maximiser of the acquisition function on the
+   unit cube (EUBO :math:`E[\max(g(x_1), g(x_2))]`, qEUBO :math:`E[\max_i g(x_i)]`, or for
+   champion-challenger the champion :math:`c` -- the compared design with the highest
+   posterior mean -- against the :math:`x` maximising :math:`E[(g(x) - g(c))^+]`). An option
+   that repeats another of the same query is replaced by a uniform design from
+   :math:`(s_r, k, \text{REPAIR})`.
+2. **Record** the answer (:class:`~botorch_pref.loop.records.AnswerRecord`) and give the model
+   the new designs and observations (built on the first answer, then updated in place with a
+   warm-started mode); refit the hyperparameters after answer :math:`k` when
+   :math:`k \le` ``refit_all_until`` or :math:`k` is a multiple of ``refit_every``, starting
+   from the current values. A fit that fails numerically keeps the previous hyperparameters
+   with a warning; any other failure restores the model and leaves the record unchanged.
+3. **Recommend** the compared design with the highest posterior mean,
+   :math:`x^\star = \arg\max_{x_i \in \mathcal D_r} \mu_r(x_i)`.
+
+Models are held in groups: with the sequential back end one model per member, with the batched
+back end one model with ``batch_shape = (R,)`` for all (see :mod:`~botorch_pref.loop.backends`).
+Every random draw comes from :func:`~botorch_pref.loop.seeding.derived_seed` of the member's
+seed, so member ``r`` draws exactly what a run seeded :math:`s_r` alone draws.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.exceptions.errors import ModelFittingError
+from botorch.models.model import Model
+from botorch.utils.transforms import unnormalize
+from gpytorch.mlls import MarginalLogLikelihood
+from linear_operator.utils.errors import NotPSDError
+from torch import Tensor
+
+from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
+from botorch_pref.data.preferences import PreferenceData
+from botorch_pref.loop.answers import Answer
+from botorch_pref.loop.backends import BACKENDS, Backend
+from botorch_pref.loop.config import LoopConfig
+from botorch_pref.loop.records import AnswerRecord, Extension, member_data
+from botorch_pref.loop.seeding import Stream, derived_seed, uniform
+
+__all__ = ["FIT_ERRORS", "LoopState", "ModelGroup"]
+
+#: Errors of a hyperparameter fit after which the previous hyperparameters are kept.
+FIT_ERRORS = (ModelFittingError, NotPSDError, torch.linalg.LinAlgError)
+
+
+@dataclass
+class ModelGroup:
+    """A model and the members it serves (one member, or all of them for a batched model)."""
+
+    members: list[int]
+    model: Model
+    mll: MarginalLogLikelihood
+
+
+def model_data(data: PreferenceData) -> Tensor | PreferenceData:
+    """What a model is given: ``m x 2`` rows for pairs (the fast path), else ``data``."""
+    return data.as_comparisons() if data.is_pairwise else data
+
+
+class LoopState:
+    """The state of ``R`` preference-optimisation runs that advance one query at a time.
+
+    Args:
+        config: The run's settings.
+        bounds: ``2 x d`` bounds of the designs in user units (on ``config.device``).
+        seeds: One seed per member (default: ``[config.seed]``, one member).
+        backend: ``"sequential"`` or ``"batched"`` (see :mod:`~botorch_pref.loop.backends`).
+    """
+
+    def __init__(
+        self,
+        config: LoopConfig,
+        bounds: Tensor,
+        seeds: Sequence[int] | None = None,
+        backend: str = "sequential",
+    ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
+        if backend == "batched" and config.model not in ("laplace", "laplace-box"):
+            raise ValueError(
+                "the batched back end needs model='laplace' or 'laplace-box', got "
+                f"{config.model_name!r}."
+            )
+        self.config = config
+        self.bounds = bounds
+        self.seeds = [config.seed] if seeds is None else [int(s) for s in seeds]
+        self.backend: Backend = BACKENDS[backend]
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every answer (the settings and the seeds stay)."""
+        self.record = AnswerRecord(
+            len(self.seeds), self.bounds, self.config.answers, self.config.tkwargs
+        )
+        self.groups: list[ModelGroup] | None = None
+        self.n_refits = 0
+        self.fitted_at = 0
+
+    @property
+    def n_members(self) -> int:
+        """The number of members ``R``."""
+        return len(self.seeds)
+
+    @property
+    def n_answers(self) -> int:
+        """The number of answered queries of each member."""
+        return self.record.n_answers
+
+    def from_unit(self, X: Tensor) -> Tensor:
+        """Map designs from the unit cube to user units."""
+        return unnormalize(X.to(**self.config.tkwargs), self.bounds)
+
+    def group_of(self, r: int) -> ModelGroup:
+        """The model group that serves member ``r``."""
+        if self.groups is None:
+            raise ValueError("No answers yet: there is no model.")
+        return self.groups[0] if self.backend.batched else self.groups[r]
+
+    # ---------------------------------------------------------------- propose
+    def propose(self) -> Tensor:
+        """The next query of every member: ``R x q x d`` distinct designs in user units."""
+        k, cfg = self.n_answers, self.config
+        if k < cfg.n_initial or cfg.strategy == "random" or self.groups is None:
+            unit = torch.stack([self._uniform(cfg.q, s, k, Stream.RANDOM) for s in self.seeds])
+            X = self.from_unit(unit)
+        else:
+            X = torch.cat([self._acquire(g, k) for g in self.groups])
+        return self._repair(X, k)
+
+    def _uniform(self, n: int, seed: int, k: int, stream: int) -> Tensor:
+        cfg = self.config
+        return uniform(n, cfg.dim, seed, k, stream, dtype=cfg.dtype, device=cfg.device)
+
+    def _acquire(self, group: ModelGroup, k: int) -> Tensor:
+        """The maximisers of ``group``'s acquisition function: ``members x q x d`` user units."""
+        acqf, champions = self.acquisition(group, k)
+        seeds = [self.seeds[r] for r in group.members]
+        X = self.from_unit(self.backend.optimize(acqf, seeds, k, self.config))
+        if champions is not None:
+            first = torch.stack(
+                [self.record.X_user[r, i] for r, i in zip(group.members, champions, strict=True)]
+            )
+            X = torch.cat([first.unsqueeze(-2), X], dim=-2)
+        return X
+
+    def acquisition(
+        self, group: ModelGroup, k: int
+    ) -> tuple[AcquisitionFunction, list[int] | None]:
+        """``group``'s acquisition function for query ``k`` (on the unit cube).
+
+        Returns:
+            ``(acqf, champions)``: for champion-challenger each member's champion (its index
+            among the member's designs), else ``None``.
+        """
+        cfg = self.config
+        if cfg.strategy == "eubo":
+            return make_eubo(group.model), None
+        if cfg.strategy == "qeubo":
+            seed = derived_seed(self.seeds[group.members[0]], k, Stream.ACQF) % 2**31
+            return make_qeubo(group.model, cfg.mc_samples, seed=seed), None
+        if cfg.strategy != "champion-challenger":
+            raise ValueError(f"strategy {cfg.strategy!r} has no acquisition function.")
+        means = self.means(group.members)
+        champions = [int(m.argmax()) for m in means]
+        X = torch.stack(
+            [self.record.X_unit[r, i] for r, i in zip(group.members, champions, strict=True)]
+        )
+        X = X if self.backend.batched else X[0]
+        acqf = ChampionChallenger(group.model, X, variant=cfg.champion_variant, log=True)
+        return acqf, champions
+
+    def _repair(self, X: Tensor, k: int) -> Tensor:
+        """Replace a repeated option (it would compare a design with itself) by a random one."""
+        same = (X.unsqueeze(-3) == X.unsqueeze(-2)).all(-1).triu(1)  # R x q x q
+        dup = same.any(-2)
+        if not bool(dup.any()):
+            return X
+        X = X.clone()
+        for r in dup.any(-1).nonzero().flatten().tolist():
+            count = int(dup[r].sum())
+            X[r, dup[r]] = self.from_unit(self._uniform(count, self.seeds[r], k, Stream.REPAIR))
+        return X
+
+    # ----------------------------------------------------------------- record
+    def record_answers(
+        self, queries: Sequence[Tensor], answers: Sequence[Answer], refit: bool = True
+    ) -> None:
+        """Record every member's answer, update the models, refit when the schedule says so.
+
+        Args:
+            queries: ``R`` validated queries (``q_r x d``, distinct rows, user units).
+            answers: ``R`` validated answers (no skips).
+            refit: ``False`` records without fitting hyperparameters.
+
+        Raises:
+            Exception: Whatever the model raised; the state is then unchanged.
+        """
+        k = self.n_answers + 1
+        fit = refit and (self.groups is None or self.config.refit_due(k))
+        ext = self.record.extend(queries, answers)
+        if self.groups is None:
+            self._build(ext, fit, k)
+        else:
+            self._update(ext, fit, k)
+        self.record.commit(ext, answers)
+        if fit:
+            self.n_refits += 1
+            self.fitted_at = k
+
+    def _inputs(self, members: list[int], ext: Extension) -> tuple[Tensor, Tensor | PreferenceData]:
+        """A group's model inputs: unit-cube designs and observations."""
+        if self.backend.batched:
+            return ext.X_unit, model_data(ext.data)
+        r = members[0]
+        return ext.X_unit[r, : ext.counts[r]], model_data(member_data(ext.data, r))
+
+    def _build(self, ext: Extension, fit: bool, k: int) -> None:
+        """Build the models on the first answers (and fit them)."""
+        cfg = self.config
+        member_sets = (
+            [list(range(self.n_members))]
+            if self.backend.batched
+            else [[r] for r in range(self.n_members)]
+        )
+        groups = []
+        for members in member_sets:
+            X, data = self._inputs(members, ext)
+            likelihood = cfg.likelihood()
+            kwargs = {} if likelihood is None else {"likelihood": likelihood}
+            model, mll = cfg.factory(X, data, **kwargs)
+            model.to(**cfg.tkwargs)
+            group = ModelGroup(members, model, mll)
+            if fit:
+                self._fit(group, k)
+            refresh(group.model, X)
+            groups.append(group)
+        self.groups = groups
+
+    def _update(self, ext: Extension, fit: bool, k: int) -> None:
+        """Give every model its new data (and refit); on failure restore every model."""
+        states = [
+            {name: v.clone() for name, v in g.model.state_dict().items()} for g in self.groups
+        ]
+        try:
+            for group in self.groups:
+                X, data = self._inputs(group.members, ext)
+                group.model.set_train_data(X, data, update_model=True)
+                if fit:
+                    self._fit(group, k)
+                refresh(group.model, X)
+        except BaseException:
+            old = Extension(
+                self.record.X_user, self.record.X_unit, self.record.counts, self.record.data, []
+            )
+            for group, state in zip(self.groups, states, strict=True):
+                group.model.load_state_dict(state)
+                X, data = self._inputs(group.members, old)
+                group.model.set_train_data(X, data, update_model=True)
+                refresh(group.model, X)
+            raise
+
+    def _fit(self, group: ModelGroup, k: int) -> None:
+        """Refit ``group``'s hyperparameters from their current values; keep them on failure."""
+        state = {name: v.clone() for name, v in group.mll.state_dict().items()}
+        seeds = [self.seeds[r] for r in group.members]
+        try:
+            self.backend.fit(group.mll, seeds, k, self.config)
+        except FIT_ERRORS as err:
+            group.mll.load_state_dict(state)
+            warnings.warn(
+                f"Hyperparameter fit failed after {k} answers ({err}); keeping the previous "
+                "hyperparameters.",
+                RuntimeWarning,
+                stacklevel=5,
+            )
+        group.model.eval()
+
+    # -------------------------------------------------------------- recommend
+    def means(self, members: Sequence[int] | None = None) -> list[Tensor]:
+        """Posterior means of ``members`` (default: all) at their designs (``n_r`` values each)."""
+        counts = self.record.counts
+        members = range(self.n_members) if members is None else members
+        if self.backend.batched:
+            with torch.no_grad():
+                utility = self.group_of(0).model.utility
+            return [utility[r, : counts[r]] for r in members]
+        return [self.moments(r)[0] for r in members]
+
+    def moments(self, r: int, X_unit: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Member ``r``'s marginal posterior means and standard deviations (sequential models).
+
+        Args:
+            r: The member.
+            X_unit: ``n x d`` unit-cube designs (default: the member's designs).
+        """
+        X = self.record.designs(r, unit=True) if X_unit is None else X_unit
+        with torch.no_grad():
+            post = self.group_of(r).model.posterior(X.unsqueeze(-2))
+            mean = post.mean.reshape(-1)
+            std = post.variance.reshape(-1).clamp_min(0.0).sqrt()
+        return mean, std
+
+    def recommend(self) -> Tensor:
+        """Each member's recommendation: ``R x d`` designs in user units."""
+        best = [int(m.argmax()) for m in self.means()]
+        return torch.stack([self.record.X_user[r, i] for r, i in enumerate(best)])
+
+
+def refresh(model: Model, X_unit: Tensor) -> None:
+    """Bring a model's cached posterior up to date with its data and hyperparameters.
+
+    L-BFGS may stop at hyperparameters other than the last ones it evaluated, and the model
+    then refreshes its mode lazily, on the next posterior call. Doing it here, not inside
+    whichever call comes next, makes the state a function of the answers alone (a replayed
+    history reaches the same state to the last bit).
+    """
+    with torch.no_grad():
+        model.posterior(X_unit[..., :1, :])

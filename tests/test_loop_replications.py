@@ -1,0 +1,76 @@
+"""One loop: lockstep replications run the optimiser's own core (botorch_pref.loop.state)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from botorch_pref.loop import LoopConfig, LoopState, run_replications
+
+from .helpers import optimizer_run
+
+DT = torch.float64
+SCALE = 0.1
+
+
+@pytest.mark.parametrize(("strategy", "q"), [("eubo", 2), ("champion-challenger", 2), ("qeubo", 3)])
+def test_one_sequential_replication_is_theoptimizer_run(strategy, q):
+    settings = {"strategy": strategy, "q": q, "n_initial": 3, "refit_all_until": 4}
+    res = run_replications(
+        "branin", n_replications=1, n_queries=3, scale=SCALE, seed=7, backend="sequential",
+        **settings,
+    )  # fmt: skip
+    opt, queries, winners, best = optimizer_run("branin", 7, 6, **settings)
+    torch.testing.assert_close(res.queries[0], queries, rtol=0, atol=1e-9)
+    assert torch.equal(res.winners[0], winners)
+    torch.testing.assert_close(res.best_x[0], best, rtol=0, atol=1e-9)
+    assert res.fits == opt.n_refits
+    assert res.config == opt.config
+
+
+def test_sequential_replications_are_independent_optimizer_runs():
+    settings = {"strategy": "eubo", "n_initial": 3, "refit_all_until": 3, "refit_every": 2}
+    res = run_replications(
+        "branin", n_replications=2, n_queries=2, scale=SCALE, seed=4, backend="sequential",
+        **settings,
+    )  # fmt: skip
+    for r in range(2):
+        _, queries, winners, best = optimizer_run("branin", 4 + r, 5, **settings)
+        torch.testing.assert_close(res.queries[r], queries, rtol=0, atol=1e-9)
+        assert torch.equal(res.winners[r], winners)
+        torch.testing.assert_close(res.best_x[r], best, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize(("strategy", "q"), [("eubo", 2), ("qeubo", 3)])
+def test_batched_members_start_as_their_sequential_runs_with_the_same_settings(strategy, q):
+    res = run_replications(
+        "branin", strategy, n_replications=3, n_queries=2, q=q, n_initial=4, scale=SCALE, seed=20
+    )
+    assert res.backend == "batched" and res.queries.shape == (3, 6, q, 2)
+    for r in range(3):
+        opt, queries, winners, _ = optimizer_run(
+            "branin", 20 + r, 4, strategy=strategy, q=q, n_initial=4
+        )
+        torch.testing.assert_close(res.queries[r, :4], queries, rtol=0, atol=0)
+        assert torch.equal(res.winners[r, :4], winners)
+        # the same settings as the optimiser's, defaults included (the seed aside)
+        assert res.config == dataclasses.replace(opt.config, seed=20)
+    assert bool(torch.isfinite(res.regret).all())
+
+
+def test_replications_use_the_optimizer_defaults():
+    res = run_replications("hartmann6", "qeubo", n_replications=1, n_queries=0, q=3, scale=0.2)
+    defaults = LoopConfig(6, "qeubo", 3, seed=0)
+    assert res.config == defaults
+    assert res.n_initial == 20 and defaults.mc_samples == 128 and res.answers == "choice"
+
+
+def test_loop_state_rejects_a_bad_backend():
+    config = LoopConfig(2, seed=0)
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DT)
+    with pytest.raises(ValueError, match="backend"):
+        LoopState(config, bounds, backend="threads")
+    with pytest.raises(ValueError, match="batched back end"):
+        LoopState(dataclasses.replace(config, model="pairwisegp"), bounds, [0, 1], "batched")
