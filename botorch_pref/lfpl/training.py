@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -111,11 +112,24 @@ def fit_lfpl(
         rankings it was trained on.
     """
     _check_common(method, epochs, batch_size, lr, reg, patience)
+    _check_number("min_delta", min_delta, positive=False)
+    if not isinstance(rankings, DyadRankings):
+        raise TypeError(f"rankings must be DyadRankings, got {type(rankings).__name__}.")
     model._check_sizes(rankings)
-    if isinstance(validation, float):
-        rankings, validation = rankings.split(validation, seed=seed)
-    elif validation is not None:
+    if isinstance(validation, (int, float)) and not isinstance(validation, bool):
+        if not 0.0 < validation < 1.0:
+            raise ValueError(
+                f"validation as a fraction must lie in (0, 1), got {validation!r} (pass None "
+                "to train without a validation set)."
+            )
+        rankings, validation = rankings.split(float(validation), seed=seed)
+    elif isinstance(validation, DyadRankings):
         model._check_sizes(validation)
+    elif validation is not None:
+        raise TypeError(
+            "validation must be DyadRankings, a fraction in (0, 1) or None, got "
+            f"{type(validation).__name__}."
+        )
     if len(rankings) == 0:
         raise ValueError("no training rankings.")
     device = model.U.device
@@ -216,21 +230,35 @@ def lfpl_batch_objective(
 
 
 # ---------------------------------------------------------------------------- shared machinery
+def _check_int(name: str, value: object, minimum: int) -> None:
+    """Raise unless ``value`` is an integer (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}.")
+    if int(value) < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value!r}.")
+
+
+def _check_number(name: str, value: object, positive: bool) -> None:
+    """Raise unless ``value`` is a finite real number, positive or non-negative."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r}.")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        kind = "positive" if positive else "non-negative"
+        raise ValueError(f"{name} must be {kind} and finite, got {value!r}.")
+
+
 def _check_common(
     method: str, epochs: int, batch_size: int, lr: float | None, reg: float, patience: int
 ) -> None:
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
-    if epochs < 1:
-        raise ValueError(f"epochs must be at least 1, got {epochs}.")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
-    if lr is not None and not lr > 0:
-        raise ValueError(f"lr must be positive, got {lr}.")
-    if not reg >= 0:
-        raise ValueError(f"reg must be non-negative, got {reg}.")
-    if patience < 1:
-        raise ValueError(f"patience must be at least 1, got {patience}.")
+    _check_int("epochs", epochs, 1)
+    _check_int("batch_size", batch_size, 1)
+    if lr is not None:
+        _check_number("lr", lr, positive=True)
+    _check_number("reg", reg, positive=False)
+    _check_int("patience", patience, 1)
 
 
 def _gather(table: Tensor, ids: Tensor, sparse: bool) -> Tensor:
