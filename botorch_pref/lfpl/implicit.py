@@ -59,6 +59,28 @@ __all__ = [
 BITMAP_LIMIT = 2**26
 
 
+def _as_id_tensor(ids: object, name: str) -> Tensor:
+    """``ids`` as an integer tensor; fractional, boolean or complex ids raise naming one."""
+    if not isinstance(ids, Tensor):
+        try:
+            ids = torch.as_tensor(ids)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(
+                f"{name} must be integer ids, got {type(ids).__name__}: {err}"
+            ) from None
+    if ids.dtype == torch.bool or ids.is_complex():
+        raise TypeError(f"{name} must be integer ids, got dtype {ids.dtype}.")
+    if ids.is_floating_point():
+        fractional = (ids != ids.round()) | ~torch.isfinite(ids)
+        if bool(fractional.any()):
+            bad = ids[fractional][0].item()
+            raise ValueError(f"{name} must be integer ids, got {bad}.")
+        raise ValueError(
+            f"{name} must be integer ids, got dtype {ids.dtype} (convert with .long())."
+        )
+    return ids
+
+
 class ImplicitFeedback:
     """Observed (user, item) interactions, deduplicated and sorted by user then item.
 
@@ -85,15 +107,16 @@ class ImplicitFeedback:
             n_items: Number of items (default: one more than the largest item id).
             timestamps: Optional ``(n,)`` timestamps of the interactions.
         """
-        pairs = torch.as_tensor(pairs)
+        pairs = _as_id_tensor(pairs, "pairs")
         if pairs.dim() != 2 or pairs.shape[1] != 2:
             raise ValueError(f"pairs must have shape (n, 2), got {tuple(pairs.shape)}.")
-        if pairs.is_floating_point():
-            raise ValueError("user and item ids must be integers.")
         if pairs.shape[0] == 0:
             raise ValueError("no interactions.")
         pairs = pairs.long()
         users, items = pairs[:, 0], pairs[:, 1]
+        for name, value in (("n_users", n_users), ("n_items", n_items)):
+            if value is not None:
+                _check_int(name, value, 1)
         self.n_users = int(users.max()) + 1 if n_users is None else int(n_users)
         self.n_items = int(items.max()) + 1 if n_items is None else int(n_items)
         for name, ids, size in (("user", users, self.n_users), ("item", items, self.n_items)):
@@ -115,6 +138,15 @@ class ImplicitFeedback:
                     f"timestamps must have shape ({users.shape[0]},), got "
                     f"{tuple(timestamps.shape)}."
                 )
+            if timestamps.is_complex() or timestamps.dtype == torch.bool:
+                raise TypeError(f"timestamps must be real numbers, got dtype {timestamps.dtype}.")
+            if timestamps.is_floating_point():
+                bad = (~torch.isfinite(timestamps)).nonzero()
+                if bad.numel() > 0:
+                    n = int(bad[0, 0])
+                    raise ValueError(
+                        f"interaction {n}: timestamp {float(timestamps[n])} is not finite."
+                    )
             latest = torch.full(self.keys.shape, torch.iinfo(torch.long).min).to(timestamps)
             if timestamps.is_floating_point():
                 latest.fill_(-torch.inf)
@@ -383,6 +415,10 @@ def evaluate(
     Returns:
         An :class:`EvaluationResult`.
     """
+    _check_int("k", k, 1)
+    _check_int("batch_size", batch_size, 1)
+    if not isinstance(split, LeaveOneOutSplit):
+        raise TypeError(f"split must be a LeaveOneOutSplit, got {type(split).__name__}.")
     if split.users.numel() == 0:
         raise ValueError("the split has no held-out interaction.")
     parts: dict[str, list[Tensor]] = {"auc": [], "hr": [], "ndcg": []}
@@ -463,7 +499,8 @@ def fit_implicit(
         data: Training interactions.
         epochs: Maximum number of passes over the interactions.
         batch_size: Interactions per mini-batch (per process with ``process_group``).
-        n_negatives: Unobserved items ``L`` each interaction is chosen against.
+        n_negatives: Unobserved items ``L`` each interaction is chosen against (drawn
+            independently, so repeats are possible).
         negatives: ``"uniform"`` (uniform over each user's unobserved items) or ``"hard"``
             (of ``candidates`` uniform draws keep the ``L`` the current model scores highest).
         candidates: Draws per interaction for ``negatives="hard"`` (default ``4 L``).
@@ -513,11 +550,6 @@ def fit_implicit(
             f"validation must be an ImplicitFeedback or None, got {type(validation).__name__}."
         )
     n_candidates = n_negatives if negatives == "uniform" else candidates or 4 * n_negatives
-    if n_candidates >= data.n_items:
-        raise ValueError(
-            f"{n_candidates} negatives (or candidates) per interaction need fewer than "
-            f"{data.n_items} items."
-        )
     device = model.U.device
     data = data.to(device) if data.device != device else data
     generator = torch.Generator(device=device).manual_seed(seed)
