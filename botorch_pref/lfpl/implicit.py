@@ -74,9 +74,9 @@ def _as_id_tensor(ids: object, name: str) -> Tensor:
         fractional = (ids != ids.round()) | ~torch.isfinite(ids)
         if bool(fractional.any()):
             bad = ids[fractional][0].item()
-            raise ValueError(f"{name} must be integer ids, got {bad}.")
+            raise ValueError(f"{name} must be integers, got {bad}.")
         raise ValueError(
-            f"{name} must be integer ids, got dtype {ids.dtype} (convert with .long())."
+            f"{name} must be integers, got dtype {ids.dtype} (convert with .long())."
         )
     return ids
 
