@@ -48,7 +48,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-__all__ = ["RowAdagrad", "choice_gradients", "choice_step", "hardest_negatives"]
+__all__ = ["RowAdagrad", "choice_step", "hardest_negatives"]
 
 
 class RowAdagrad:
@@ -71,6 +71,7 @@ class RowAdagrad:
         self.table = table
         self.sum_sq = torch.full_like(table, float(initial_accumulator))
         self._grad = torch.zeros_like(table)
+        self._decay: Tensor | None = None
         self.eps = float(eps)
 
     @property
@@ -87,6 +88,30 @@ class RowAdagrad:
         """
         self._grad.index_add_(0, ids, grads)
 
+    def accumulate_decay(self, ids: Tensor, weight: float) -> None:
+        """Add ``weight * table[id]`` to the gradient of each id occurrence (a penalty term).
+
+        The term is summed per row as an occurrence count and read when the step is taken,
+        so it costs one number per occurrence instead of a row.
+
+        Args:
+            ids: ``(n,)`` row ids, repeats allowed.
+            weight: Weight per occurrence.
+        """
+        if self._decay is None:
+            self._decay = torch.zeros(
+                self.table.shape[0], dtype=self.table.dtype, device=ids.device
+            )
+        self._decay.index_add_(
+            0, ids, torch.full(ids.shape, weight, dtype=self.table.dtype, device=ids.device)
+        )
+
+    def reduce_pending(self) -> None:
+        """Fold the pending penalty terms into the gradient buffer (before a reduction)."""
+        if self._decay is not None:
+            self._grad.addcmul_(self._decay.unsqueeze(-1), self.table)
+            self._decay.zero_()
+
     def apply(self, ids: Tensor | None, lr: float) -> None:
         """One AdaGrad step from the buffer, which is then cleared.
 
@@ -97,12 +122,16 @@ class RowAdagrad:
         """
         if ids is None or ids.shape[0] * 4 >= self.table.shape[0]:
             # Most rows are touched: whole-table arithmetic is cheaper than indexing.
+            self.reduce_pending()
             g = self._grad
             self.sum_sq.addcmul_(g, g)
             self.table.addcdiv_(g, self.sum_sq.sqrt().add_(self.eps), value=-lr)
             g.zero_()
             return
         g = self._grad[ids]
+        if self._decay is not None:
+            g.addcmul_(self._decay[ids].unsqueeze(-1), self.table[ids])
+            self._decay[ids] = 0.0
         # Repeated ids read the same summed gradient and write the same new values.
         sum_sq = self.sum_sq[ids].addcmul_(g, g)
         self.sum_sq[ids] = sum_sq
@@ -121,40 +150,15 @@ class RowAdagrad:
         self.apply(ids, lr)
 
 
-def choice_gradients(
-    U: Tensor, V: Tensor, users: Tensor, positives: Tensor, negatives: Tensor, reg: float
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Mean choice loss of a batch and its gradients per example (module docstring).
-
-    Args:
-        U: ``(n_users, K)`` user factors.
-        V: ``(n_items, K)`` item factors.
-        users: ``(B,)`` user ids.
-        positives: ``(B,)`` observed items.
-        negatives: ``(B, L)`` unobserved items.
-        reg: Penalty weight ``lambda``.
-
-    Returns:
-        ``(loss, grad_u, grad_pos, grad_neg)``: the scalar mean loss and the gradients of the
-        mean loss with respect to ``U[users]`` ``(B, K)``, ``V[positives]`` ``(B, K)`` and
-        ``V[negatives]`` ``(B, L, K)``.
-    """
-    scale = 1.0 / users.shape[0]
-    u, vp, vn = U[users], V[positives], V[negatives]
+def _choice_weights(u: Tensor, vp: Tensor, vn: Tensor, scale: float) -> tuple[Tensor, ...]:
+    """``(d loss / d s_0, d loss / d s_l, summed nll)`` of a batch, the mean loss scaled."""
     s_pos = (u * vp).sum(-1, keepdim=True)
-    s_neg = torch.bmm(vn, u.unsqueeze(-1)).squeeze(-1)
+    s_neg = (vn * u.unsqueeze(1)).sum(-1)
     logits = torch.cat([s_pos, s_neg], dim=-1)
     lse = torch.logsumexp(logits, dim=-1, keepdim=True)
-    prob = (logits - lse).exp_()
-    penalty = u.square().sum() + vp.square().sum() + vn.square().sum()
-    loss = ((lse - s_pos).sum() + 0.5 * reg * penalty) * scale
-    g_pos = (prob[:, :1] - 1.0) * scale
-    g_neg = prob[:, 1:] * scale
-    grad_u = torch.baddbmm(u.unsqueeze(1), g_neg.unsqueeze(1), vn, alpha=1.0, beta=reg * scale)
-    grad_u = grad_u.squeeze(1).addcmul_(g_pos, vp)
-    grad_pos = torch.addcmul(vp * (reg * scale), g_pos, u)
-    grad_neg = torch.addcmul(vn * (reg * scale), g_neg.unsqueeze(-1), u.unsqueeze(1))
-    return loss, grad_u, grad_pos, grad_neg
+    prob = (logits - lse).exp_().mul_(scale)
+    nll = (lse - s_pos).sum()
+    return prob[:, :1] - scale, prob[:, 1:], nll
 
 
 def choice_step(
@@ -168,7 +172,7 @@ def choice_step(
     alternating: bool = True,
     reduce_v: Callable[[Tensor], None] | None = None,
 ) -> Tensor:
-    """One AdaGrad step on a batch of choice examples.
+    """One AdaGrad step on a batch of choice examples (the gradients of the module docstring).
 
     Args:
         opt_u: AdaGrad state of the user factors.
@@ -185,22 +189,35 @@ def choice_step(
             step. The ``U`` rows of a batch must belong to this process alone.
 
     Returns:
-        The mean batch loss before the step (a 0-d tensor on the device; no host sync).
+        The summed choice negative log-likelihood of the batch before the step, without the
+        penalty (a 0-d tensor on the device; no host sync).
     """
     U, V = opt_u.table, opt_v.table
-    loss, grad_u, grad_pos, grad_neg = choice_gradients(U, V, users, positives, negatives, reg)
+    scale = 1.0 / users.shape[0]
+    decay = reg * scale
+    u, vp, vn = U[users], V[positives], V[negatives]
+    g_pos, g_neg, nll = _choice_weights(u, vp, vn, scale)
+    grad_u = (g_neg.unsqueeze(-1) * vn).sum(1).addcmul_(g_pos, vp).add_(u, alpha=decay)
     opt_u.step(users, grad_u, lr)
     if alternating:
-        _, _, grad_pos, grad_neg = choice_gradients(U, V, users, positives, negatives, reg)
-    item_ids = torch.cat([positives, negatives.reshape(-1)])
-    item_grads = torch.cat([grad_pos, grad_neg.reshape(-1, grad_neg.shape[-1])])
-    opt_v.accumulate(item_ids, item_grads)
+        # V has not moved: only the user rows are read again.
+        u = U[users]
+        g_pos, g_neg, _ = _choice_weights(u, vp, vn, scale)
+    flat = negatives.reshape(-1)
+    opt_v.accumulate(positives, torch.addcmul(vp * decay, g_pos, u))
+    opt_v.accumulate(flat, (g_neg.unsqueeze(-1) * u.unsqueeze(1)).reshape(flat.shape[0], -1))
+    # The penalty's gradient on the negatives, lambda / B * V_j per occurrence, is added per
+    # row from occurrence counts instead of per occurrence.
+    opt_v.accumulate_decay(flat, decay)
     if reduce_v is not None:
+        opt_v.reduce_pending()
         reduce_v(opt_v.grad)
         opt_v.apply(None, lr)
+    elif (positives.shape[0] + flat.shape[0]) * 4 >= V.shape[0]:
+        opt_v.apply(None, lr)
     else:
-        opt_v.apply(item_ids, lr)
-    return loss
+        opt_v.apply(torch.cat([positives, flat]), lr)
+    return nll
 
 
 @torch.no_grad()

@@ -75,9 +75,7 @@ def _as_id_tensor(ids: object, name: str) -> Tensor:
         if bool(fractional.any()):
             bad = ids[fractional][0].item()
             raise ValueError(f"{name} must be integers, got {bad}.")
-        raise ValueError(
-            f"{name} must be integers, got dtype {ids.dtype} (convert with .long())."
-        )
+        raise ValueError(f"{name} must be integers, got dtype {ids.dtype} (convert with .long()).")
     return ids
 
 
@@ -673,8 +671,7 @@ def _fit_fused(
                     reduce_v(opt_v.grad)
                     opt_v.apply(None, rate)
                 continue
-            loss = choice_step(opt_u, opt_v, u, p, c, reg, rate, alternating, reduce_v)
-            total += loss * u.shape[0]
+            total += choice_step(opt_u, opt_v, u, p, c, reg, rate, alternating, reduce_v)
         if sync is not None:
             epoch_loss = sync.mean_loss(total, n_local)
         else:
