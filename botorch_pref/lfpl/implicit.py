@@ -152,6 +152,7 @@ class ImplicitFeedback:
         counts = torch.bincount(self.users, minlength=self.n_users)
         self.indptr = torch.zeros(self.n_users + 1, dtype=torch.long, device=pairs.device)
         self.indptr[1:] = torch.cumsum(counts, 0)
+        self._shifted_keys: Tensor | None = None
         self._bitmap: Tensor | None = None
         if self.n_users * self.n_items <= BITMAP_LIMIT:
             self._bitmap = torch.zeros(
@@ -219,13 +220,15 @@ class ImplicitFeedback:
 
     # ------------------------------------------------------------------ sampling
     def sample_negatives(
-        self, users: Tensor, generator: torch.Generator | None = None, max_rounds: int = 16
+        self, users: Tensor, generator: torch.Generator | None = None, max_rounds: int = 4
     ) -> Tensor:
-        """Draw, for each user, an item uniformly among the items the user did not interact with.
+        r"""Draw, for each user, an item uniformly among the items the user did not interact with.
 
         Items are drawn uniformly from all items and only the draws that hit an observed item are
-        redrawn; draws still colliding after ``max_rounds`` rounds (users who saw almost every
-        item) are drawn exactly from their complement.
+        redrawn; draws still colliding after ``max_rounds`` rounds (users who saw most items)
+        are drawn exactly from their complement: with the user's observed items
+        :math:`o_0 < o_1 < \dots` and :math:`r` uniform on the number of unobserved items, the
+        :math:`r`-th unobserved item is :math:`r + \#\{i : o_i - i \le r\}` (a binary search).
 
         Args:
             users: ``(B,)`` user ids.
@@ -254,9 +257,22 @@ class ImplicitFeedback:
             negatives[bad] = redraw
             bad = bad[self.contains(users[bad], redraw)]
         if bad.numel() > 0:
-            allowed = ~self.exclusion_mask(users[bad])
-            negatives[bad] = torch.multinomial(allowed.float(), 1, generator=generator).squeeze(-1)
+            negatives[bad] = self._sample_complement(users[bad], generator)
         return negatives
+
+    def _sample_complement(self, users: Tensor, generator: torch.Generator | None) -> Tensor:
+        """Exact uniform draws from each user's unobserved items (see :meth:`sample_negatives`)."""
+        if self._shifted_keys is None:
+            local = torch.arange(len(self), device=self.device) - self.indptr[self.users]
+            self._shifted_keys = self.users * (self.n_items + 1) + (self.items - local)
+        free = self.n_items - self.user_counts()[users]
+        uniform = torch.rand(
+            users.shape, generator=generator, device=self.device, dtype=torch.float64
+        )
+        r = torch.minimum((uniform * free).long(), free - 1)
+        query = users * (self.n_items + 1) + r
+        below = torch.searchsorted(self._shifted_keys, query, right=True) - self.indptr[users]
+        return r + below
 
     def batches(
         self, batch_size: int, generator: torch.Generator | None = None
