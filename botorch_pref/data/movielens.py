@@ -254,7 +254,7 @@ def _timestamps(path: Path, values: np.ndarray) -> np.ndarray:
     if np.any(bad):
         row = int(np.flatnonzero(bad)[0])
         raise ValueError(
-            f"{path}: interaction {row} has the timestamp {values[row]!r}, not an integer "
+            f"{path}: interaction {row} has the timestamp {float(values[row])!r}, not an integer "
             "number of seconds in the int64 range."
         )
     return values.astype(np.int64)

@@ -375,7 +375,8 @@ class LFPLRecommender:
         try:
             payload = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # any unreadable file gets one clear message
-            raise ValueError(f"{path}: not a saved LFPL recommender ({err}).") from None
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(f"{path}: not a saved LFPL recommender ({first})") from None
         if not isinstance(payload, dict) or not isinstance(payload.get("meta"), str):
             raise ValueError(f"{path}: not a saved LFPL recommender.")
         meta = json.loads(payload["meta"])
