@@ -90,6 +90,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _hyper(train)
     _common(train, progress_flag=False)
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--distributed",
+        action="store_true",
+        help="data-parallel training under torchrun (gloo on cpu, nccl on cuda); rank 0 saves",
+    )
     train.set_defaults(func=run_train)
 
     rec = sub.add_parser(
@@ -304,6 +309,12 @@ def run_train(args: argparse.Namespace) -> int:
     from botorch_pref.lfpl.recommender import LFPLRecommender
 
     device = _device(args.device)
+    group = None
+    if args.distributed:
+        from botorch_pref.lfpl.distributed import init_from_env
+
+        _, _, device = init_from_env(device.type)
+        group = "default"
     rec = LFPLRecommender(
         args.dim,
         n_negatives=args.n_negatives,
@@ -327,10 +338,20 @@ def run_train(args: argparse.Namespace) -> int:
         train = leave_one_out(data, seed=args.seed, by=args.holdout).train
         rec.info["holdout"] = {"by": args.holdout, "seed": args.seed}
     rec.info["data"] = {"file": Path(args.data).name, "min_rating": args.min_rating}
-    rec.fit_feedback(train, raw.user_ids, raw.item_ids, progress=not args.no_progress)
-    rec.save(out)
+    rec.fit_feedback(
+        train, raw.user_ids, raw.item_ids, progress=not args.no_progress, process_group=group
+    )
     fit = rec.fit_result_
     assert fit is not None
+    if group is not None:
+        import torch.distributed as dist
+
+        rank, world = dist.get_rank(), dist.get_world_size()
+        dist.destroy_process_group()
+        if rank != 0:
+            return 0
+        rec.info["processes"] = world
+    rec.save(out)
     print(
         f"LFPL/IF: {len(train)} training interactions, {data.n_users} users, {data.n_items} "
         f"items; {fit.epochs_run} epochs in {fit.seconds:.1f} s (final loss "

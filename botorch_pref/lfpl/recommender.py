@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from numbers import Integral
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,7 @@ class LFPLRecommender:
         item_ids: Sequence[int | str],
         *,
         progress: bool = False,
+        process_group: Any = None,
     ) -> LFPLRecommender:
         """Fit on indexed interactions with the maps from indices to original ids.
 
@@ -203,6 +205,10 @@ class LFPLRecommender:
             user_ids: Original id of each user index (``len == train.n_users``).
             item_ids: Original id of each item index (``len == train.n_items``).
             progress: Show a progress bar (only on a terminal).
+            process_group: Train data-parallel on this ``torch.distributed`` group
+                (``"default"``: the default group): every process passes all of ``train``,
+                keeps its users' share (:func:`~botorch_pref.lfpl.distributed.fit_data_parallel`)
+                and ends with the same model; ``batch_size`` is per process.
 
         Returns:
             ``self``.
@@ -222,7 +228,13 @@ class LFPLRecommender:
             device=self.device,
             dtype=self.dtype,
         )
-        self.fit_result_ = fit_implicit(
+        if process_group is not None:
+            from botorch_pref.lfpl.distributed import fit_data_parallel
+
+            fit = partial(fit_data_parallel, process_group=process_group)
+        else:
+            fit = fit_implicit
+        self.fit_result_ = fit(
             model,
             train,
             epochs=p["epochs"],
