@@ -58,8 +58,8 @@ VARIANTS: dict[str, dict[str, object]] = {
     "joint step": {"method": "joint"},
     "hard negatives (5 of 20)": {"negatives": "hard", "candidates": 20},
     "linear lr decay": {"lr_schedule": "linear"},
-    "reg 0.01": {"reg": 0.01},
-    "30 epochs": {"epochs": 30},
+    "15 epochs": {"epochs": 15},
+    "K=32": {"dim": 32},
 }
 
 
@@ -117,7 +117,7 @@ def cornac_bpr(split: LeaveOneOutSplit, k: int, epochs: int, lr: float, reg: flo
 
 def fit_settings(overrides: dict[str, object]) -> dict[str, object]:
     settings = {k: v for k, v in DEFAULTS.items() if k not in ("dim", "init_scale", "seed")}
-    settings.update(overrides)
+    settings.update({k: v for k, v in overrides.items() if k != "dim"})
     return settings
 
 
@@ -138,7 +138,8 @@ def movielens(args: argparse.Namespace) -> None:
         split = leave_one_out(data, seed=seed)
         print(f"  split seed {seed}: {load()}", flush=True)
         for name in names:
-            model = LFPL(data.n_users, data.n_items, DEFAULTS["dim"], seed=seed)
+            dim = int(VARIANTS[name].get("dim", DEFAULTS["dim"]))  # type: ignore[call-overload]
+            model = LFPL(data.n_users, data.n_items, dim, seed=seed)
             fit = fit_implicit(model, split.train, seed=seed, **fit_settings(VARIANTS[name]))
             per_user[name].append(evaluate(model, split).per_user)
             seconds[name].append(fit.seconds)

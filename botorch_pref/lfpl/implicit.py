@@ -469,7 +469,7 @@ def fit_implicit(
     model: LFPL,
     data: ImplicitFeedback,
     *,
-    epochs: int = 15,
+    epochs: int = 25,
     batch_size: int = 4096,
     n_negatives: int = 5,
     negatives: str = "uniform",

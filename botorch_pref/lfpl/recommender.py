@@ -40,9 +40,9 @@ __all__ = ["FORMAT", "LFPLRecommender", "Recommendations"]
 FORMAT = "botorch-pref-lfpl-recommender/1"
 
 DEFAULTS: dict[str, Any] = {
-    "dim": 32,
+    "dim": 64,
     "n_negatives": 5,
-    "epochs": 15,
+    "epochs": 25,
     "batch_size": 4096,
     "lr": 0.1,
     "reg": 0.03,
