@@ -202,6 +202,8 @@ def threads(args: argparse.Namespace) -> None:
         ("--threads 2, no env (OpenMP spins)", {}, ["--threads", "2"]),
         ("OMP_WAIT_POLICY=PASSIVE (2 threads)", {"OMP_WAIT_POLICY": "PASSIVE"}, []),
     ]
+    if args.skip_spinning:
+        settings.pop(1)
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MKL_"))}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -327,6 +329,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="split seeds")
     parser.add_argument("--variants", nargs="+", default=None, help=f"of {list(VARIANTS)}")
     parser.add_argument("--repeats", type=int, default=2, help="threads: repetitions")
+    parser.add_argument(
+        "--skip-spinning", action="store_true", help="threads: leave out the spinning setting"
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[50], help="|R| = |C|")
     parser.add_argument("--folds", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)

@@ -40,3 +40,40 @@ def test_context_sets_and_restores(clean_env):
     with pytest.raises(RuntimeError), lfpl_threads(1):
         raise RuntimeError("restored even on errors")
     assert torch.get_num_threads() == before
+
+
+def test_reexec_only_for_the_command_line(clean_env, monkeypatch):
+    import os
+
+    from botorch_pref.lfpl import runtime
+
+    calls = []
+    monkeypatch.setattr(os, "execve", lambda *a: calls.append(a))
+    monkeypatch.setattr(runtime.sys, "argv", ["pytest", "-q"])
+    runtime.reexec_with_passive_openmp(["lfpl", "train"])
+    assert calls == []
+    monkeypatch.setattr(runtime.sys, "argv", ["botorch-pref", "lfpl", "train", "--data", "x"])
+    runtime.reexec_with_passive_openmp(["lfpl", "train"])
+    ((_exe, argv, env),) = calls
+    assert argv[1:] == ["-m", "botorch_pref.cli", "lfpl", "train", "--data", "x"]
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE" and env[runtime.REEXEC_MARKER] == "1"
+    for name, value in (("OMP_NUM_THREADS", "1"), (runtime.REEXEC_MARKER, "1")):
+        monkeypatch.setenv(name, value)
+        runtime.reexec_with_passive_openmp(["lfpl", "train"])
+        monkeypatch.delenv(name)
+    assert len(calls) == 1
+
+
+def test_train_command_runs_with_a_passive_openmp_runtime(tmp_path, clean_env):
+    import subprocess
+    import sys
+
+    data = tmp_path / "u.data"
+    lines = [f"{u}\t{(u + d) % 6 + 1}\t4\t{u * 10 + d}\n" for u in range(1, 9) for d in range(3)]
+    data.write_text("".join(lines))
+    out = subprocess.run(
+        [sys.executable, "-m", "botorch_pref.cli", "lfpl", "train", "--data", str(data),
+         "--out", str(tmp_path / "m.pt"), "--epochs", "1", "--dim", "2", "--no-progress"],
+        capture_output=True, text=True, timeout=300, check=True,
+    ).stdout  # fmt: skip
+    assert "OMP_WAIT_POLICY=PASSIVE" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 import torch
 
-from botorch_pref.lfpl.runtime import lfpl_threads
+from botorch_pref.lfpl.runtime import lfpl_threads, reexec_with_passive_openmp
 
 __all__ = ["register"]
 
@@ -186,7 +187,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def run_synthetic(args: argparse.Namespace) -> int:
     """Cross-validate LFPL on synthetic rankings and print a table; returns the exit code."""
-    with lfpl_threads(args.threads, _device(args.device)):
+    device = _device(args.device)
+    if args.threads == "auto" and device.type == "cpu":
+        reexec_with_passive_openmp(["lfpl", "synthetic"])
+    with lfpl_threads(args.threads, device):
         return _run_synthetic(args)
 
 
@@ -242,7 +246,10 @@ def _run_synthetic(args: argparse.Namespace) -> int:
 
 def run_implicit(args: argparse.Namespace) -> int:
     """Fit LFPL/IF with leave-one-out evaluation and print a table; returns the exit code."""
-    with lfpl_threads(args.threads, _device(args.device)):
+    device = _device(args.device)
+    if args.threads == "auto" and device.type == "cpu":
+        reexec_with_passive_openmp(["lfpl", "implicit"])
+    with lfpl_threads(args.threads, device):
         return _run_implicit(args)
 
 
@@ -309,6 +316,8 @@ def run_train(args: argparse.Namespace) -> int:
     from botorch_pref.lfpl.recommender import LFPLRecommender
 
     device = _device(args.device)
+    if args.threads == "auto" and device.type == "cpu":
+        reexec_with_passive_openmp(["lfpl", "train"])
     group = None
     if args.distributed:
         from botorch_pref.lfpl.distributed import init_from_env
@@ -355,7 +364,8 @@ def run_train(args: argparse.Namespace) -> int:
     print(
         f"LFPL/IF: {len(train)} training interactions, {data.n_users} users, {data.n_items} "
         f"items; {fit.epochs_run} epochs in {fit.seconds:.1f} s (final loss "
-        f"{fit.train_loss[-1]:.4f}); saved to {out}"
+        f"{fit.train_loss[-1]:.4f}; {fit.threads} threads, OMP_WAIT_POLICY="
+        f"{os.environ.get('OMP_WAIT_POLICY')}); saved to {out}"
     )
     return 0
 

@@ -568,7 +568,7 @@ def fit_implicit(
     data = data.to(device) if data.device != device else data
     generator = torch.Generator(device=device).manual_seed(seed)
     val_loss = _validation_loss(model, data, validation, seed) if validation is not None else None
-    with lfpl_threads(threads, device):
+    with lfpl_threads(threads, device) as n_threads:
         if optimizer == "adam":
             result = _fit_autograd(
                 model, data, generator, val_loss, epochs, batch_size, n_negatives, lr, reg,
@@ -580,6 +580,7 @@ def fit_implicit(
                 0.1 if lr is None else lr, lr_schedule, reg, method == "alternating", patience,
                 min_delta, progress, process_group,
             )  # fmt: skip
+    result.threads = n_threads
     model.seen_rows[data.users] = True
     model.seen_cols[data.items] = True
     return result
@@ -719,6 +720,7 @@ def _fit_fused(
         result.best_epoch = result.epochs_run - 1
     model.eval()
     result.seconds = time.perf_counter() - start
+    result.threads = torch.get_num_threads()
     return result
 
 

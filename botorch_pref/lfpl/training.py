@@ -62,6 +62,7 @@ class FitResult:
         epochs_run: Number of epochs run.
         stopped_early: Whether the validation loss stopped the fit before ``epochs``.
         seconds: Wall-clock seconds of the fit.
+        threads: torch's intra-op CPU threads during the fit.
     """
 
     train_loss: list[float] = field(default_factory=list)
@@ -70,6 +71,7 @@ class FitResult:
     epochs_run: int = 0
     stopped_early: bool = False
     seconds: float = 0.0
+    threads: int = 0
 
 
 def fit_lfpl(
@@ -369,4 +371,5 @@ def _train(
         result.best_epoch = result.epochs_run - 1
     model.eval()
     result.seconds = time.perf_counter() - start
+    result.threads = torch.get_num_threads()
     return result
