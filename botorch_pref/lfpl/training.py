@@ -44,6 +44,7 @@ from torch import Tensor
 from botorch_pref.lfpl.model import LFPL
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
 from botorch_pref.lfpl.rankings import DyadRankings
+from botorch_pref.lfpl.runtime import lfpl_threads
 
 __all__ = ["FitResult", "fit_lfpl", "inverse_occurrence_weights", "lfpl_batch_objective"]
 
@@ -89,6 +90,7 @@ def fit_lfpl(
     sparse: bool = False,
     seed: int = 0,
     progress: bool = False,
+    threads: int | str | None = "auto",
 ) -> FitResult:
     """Fit an :class:`LFPL` model to rankings of dyads.
 
@@ -108,6 +110,8 @@ def fit_lfpl(
         sparse: Use sparse gradients (for very large ``|R|`` or ``|C|``).
         seed: Seed of the shuffling and of the validation split.
         progress: Show a progress bar (only on a terminal).
+        threads: CPU intra-op threads during the fit: ``"auto"`` (see
+            :mod:`botorch_pref.lfpl.runtime`), a number, or ``None`` for torch's setting.
 
     Returns:
         A :class:`FitResult`. The model's ``seen_rows`` and ``seen_cols`` record the ids of the
@@ -161,21 +165,22 @@ def fit_lfpl(
         def val_loss() -> float:
             return _chunked_mean_nll(model, val)
 
-    result = _train(
-        model,
-        batches,
-        batch_loss,
-        val_loss,
-        method=method,
-        optimizer=None,
-        epochs=epochs,
-        lr=lr,
-        patience=patience,
-        min_delta=min_delta,
-        sparse=sparse,
-        progress=progress,
-        desc="fit_lfpl",
-    )
+    with lfpl_threads(threads, device):
+        result = _train(
+            model,
+            batches,
+            batch_loss,
+            val_loss,
+            method=method,
+            optimizer=None,
+            epochs=epochs,
+            lr=lr,
+            patience=patience,
+            min_delta=min_delta,
+            sparse=sparse,
+            progress=progress,
+            desc="fit_lfpl",
+        )
     model.mark_seen(train)
     return result
 
