@@ -62,12 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--data", required=True, help="u.data, ratings.dat, ratings.csv, *.inter")
     imp.add_argument("--min-rating", type=float, default=None, help="keep ratings >= this")
     imp.add_argument("--holdout", choices=("random", "latest"), default="random")
-    imp.add_argument("--dim", type=int, default=32)
-    imp.add_argument("--epochs", type=int, default=50)
-    imp.add_argument("--batch-size", type=int, default=4096)
-    imp.add_argument("--lr", type=float, default=0.1)
-    imp.add_argument("--reg", type=float, default=1e-2)
-    imp.add_argument("--method", choices=("joint", "alternating"), default="joint")
+    _hyper(imp)
     imp.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad")
     imp.add_argument("--k", type=int, default=10, help="cut-off of HR and NDCG")
     _common(imp)
@@ -135,7 +130,7 @@ def _hyper(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--negatives", choices=("uniform", "hard"), default=d["negatives"])
     parser.add_argument("--lr", type=float, default=d["lr"])
-    parser.add_argument("--lr-schedule", choices=("constant", "linear"), default="constant")
+    parser.add_argument("--lr-schedule", choices=("constant", "linear"), default=d["lr_schedule"])
     parser.add_argument("--reg", type=float, default=d["reg"])
     parser.add_argument("--method", choices=("alternating", "joint"), default=d["method"])
 
@@ -279,12 +274,16 @@ def _run_implicit(args: argparse.Namespace) -> int:
         split.train,
         epochs=args.epochs,
         batch_size=args.batch_size,
+        n_negatives=args.n_negatives,
+        negatives=args.negatives,
         lr=args.lr,
+        lr_schedule=args.lr_schedule,
         reg=args.reg,
         method=args.method,
         optimizer=args.optimizer,
         seed=args.seed,
         progress=args.progress,
+        threads=args.threads,
     )
     scorers = [
         (f"LFPL/IF (K={args.dim})", model, fit.seconds),
