@@ -1,17 +1,20 @@
 r"""LFPL with implicit feedback (LFPL/IF): observed interactions ranked above unobserved ones.
 
-An observed interaction :math:`(u, i)` and an item :math:`j` that user :math:`u` never interacted
-with give the length-2 dyad ranking :math:`(u, i) \succ (u, j)`, whose Plackett-Luce negative
+An observed interaction :math:`(u, i)` and :math:`L` items :math:`j_1, \dots, j_L` that user
+:math:`u` never interacted with give a top-1 dyad ranking: :math:`(u, i)` is chosen first among
+the :math:`L + 1` dyads :math:`(u, i), (u, j_1), \dots, (u, j_L)`. Its Plackett-Luce negative
 log-likelihood is
 
 .. math::
 
-    -\log \frac{e^{U_u^\top V_i}}{e^{U_u^\top V_i} + e^{U_u^\top V_j}}
-        = \operatorname{softplus}\big(U_u^\top (V_j - V_i)\big),
+    -\log \frac{e^{U_u^\top V_i}}{e^{U_u^\top V_i} + \sum_{l=1}^{L} e^{U_u^\top V_{j_l}}},
 
-the BPR loss. Training draws batches of thousands of such pairs; negatives are drawn uniformly
-and only the draws that hit an observed item are redrawn (membership is a binary search in the
-sorted interaction keys ``u * n_items + i``, all in torch, on the device of the data).
+which for :math:`L = 1` is :math:`\operatorname{softplus}(U_u^\top (V_j - V_i))`, the BPR loss.
+Training draws batches of thousands of such examples (:func:`fit_implicit`); negatives are drawn
+uniformly and only the draws that hit an observed item are redrawn (membership is a bitmap
+lookup, or a binary search in the sorted interaction keys ``u * n_items + i`` for large data,
+all in torch, on the device of the data), the last collisions exactly from the user's
+unobserved items.
 
 Evaluation follows the leave-one-out protocol: one interaction per user is held out, and the
 held-out item is compared with every item the user never interacted with.
@@ -539,8 +542,9 @@ def fit_implicit(
             users are not trained here.
 
     Returns:
-        A :class:`FitResult`; the model's ``seen_rows``/``seen_cols`` mark the users and items of
-        ``data``.
+        A :class:`FitResult` (with AdaGrad its ``train_loss`` is the mean choice negative
+        log-likelihood per interaction before each step, without the penalty); the model's
+        ``seen_rows``/``seen_cols`` mark the users and items of ``data``.
     """
     _check_common(method, epochs, batch_size, lr, reg, patience)
     _check_fit_options(n_negatives, negatives, candidates, lr_schedule, min_delta)
