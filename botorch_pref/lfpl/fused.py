@@ -153,7 +153,8 @@ class RowAdagrad:
 def _choice_weights(u: Tensor, vp: Tensor, vn: Tensor, scale: float) -> tuple[Tensor, ...]:
     """``(d loss / d s_0, d loss / d s_l, summed nll)`` of a batch, the mean loss scaled."""
     s_pos = (u * vp).sum(-1, keepdim=True)
-    s_neg = (vn * u.unsqueeze(1)).sum(-1)
+    # A batched matrix-vector product: about twice as fast as multiply-and-sum on CPU.
+    s_neg = torch.bmm(vn, u.unsqueeze(-1)).squeeze(-1)
     logits = torch.cat([s_pos, s_neg], dim=-1)
     lse = torch.logsumexp(logits, dim=-1, keepdim=True)
     prob = (logits - lse).exp_().mul_(scale)
