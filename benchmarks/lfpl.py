@@ -1,24 +1,36 @@
-"""LFPL benchmarks: parameter recovery on synthetic rankings, and LFPL/IF on MovieLens-100K.
+"""LFPL benchmarks: LFPL/IF against cornac's BPR on the same MovieLens-100K splits, thread
+settings, synthetic recovery, and data-parallel scaling on power-law synthetic interactions.
 
-Not run by CI. Run with::
+Not run by CI. Parts (``--part``, default ``movielens``)::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/lfpl.py
+    .venv/bin/python benchmarks/lfpl.py --part movielens   # levers x split seeds, next to BPR
+    .venv/bin/python benchmarks/lfpl.py --part threads     # the CLI's thread default, timed
+    .venv/bin/python benchmarks/lfpl.py --part synthetic   # recovery on rankings of a known LFPL
+    .venv/bin/python benchmarks/lfpl.py --part scale       # s per epoch vs interactions, processes
 
-* Synthetic: 1000 rankings of length 10 drawn from an LFPL with K=5, 10-fold cross-validation,
-  mean held-out Kendall tau of the fitted LFPL next to the tau of the true U, V, for the
-  alternating AdaGrad fit and the joint Adam fit.
 * MovieLens-100K (the copy shipped in the ``recbole==1.2.1`` wheel: install it with
   ``pip install recbole==1.2.1 --no-deps``; the data are never copied into this repository):
-  random leave-one-out, per-user AUC over all unobserved items, HR@10 and NDCG@10 of LFPL/IF,
-  MostPopular, Random and cornac's BPR-MF (skipped when cornac is not installed), same split.
+  for each split seed, one random leave-one-out split; every LFPL/IF variant and cornac's BPR
+  (``pip install cornac==3.0.1``; skipped when absent) are trained and evaluated on that same
+  split, in this one process. Per-user AUC over all unobserved items, HR@10, NDCG@10; the paired
+  per-user AUC difference to BPR is averaged over the seeds per user, with its standard error
+  over users.
+* Threads: ``botorch-pref lfpl train`` with its defaults in fresh processes, with and without
+  the environment variables a user might set, timed side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import math
 import os
 import platform
+import resource
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,13 +42,25 @@ from botorch_pref.lfpl import (
     ImplicitFeedback,
     LeaveOneOutSplit,
     MostPopular,
-    Random,
     cross_validate_lfpl,
     evaluate,
     fit_implicit,
     leave_one_out,
     sample_lfpl,
 )
+from botorch_pref.lfpl.recommender import DEFAULTS
+
+# The levers A/B'd against the defaults (the first entry); each changes one setting.
+VARIANTS: dict[str, dict[str, object]] = {
+    "default": {},
+    "pairs (L=1, BPR loss)": {"n_negatives": 1},
+    "L=10": {"n_negatives": 10},
+    "joint step": {"method": "joint"},
+    "hard negatives (5 of 20)": {"negatives": "hard", "candidates": 20},
+    "linear lr decay": {"lr_schedule": "linear"},
+    "15 epochs": {"epochs": 15},
+    "K=32": {"dim": 32},
+}
 
 
 def table(header: list[str], rows: list[list[object]]) -> str:
@@ -45,34 +69,8 @@ def table(header: list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines)
 
 
-def synthetic(sizes: list[int], folds: int, seed: int) -> None:
-    rows = []
-    for size in sizes:
-        rankings, truth = sample_lfpl(1000, 10, size, size, 5, seed=seed)
-        for method in ("alternating", "joint"):
-            start = time.perf_counter()
-            cv = cross_validate_lfpl(
-                rankings, truth, dim=5, n_folds=folds, seed=seed, method=method, epochs=300
-            )
-            seconds = time.perf_counter() - start
-            rows.append(
-                [
-                    f"{size} x {size}",
-                    method,
-                    f"{cv.mean_tau:.4f}",
-                    f"{cv.mean_true_tau:.4f}",
-                    f"{cv.ratio:.3f}",
-                    f"{seconds:.1f}",
-                ]
-            )
-            print(f"  done: |R|=|C|={size}, {method}", flush=True)
-    print(
-        f"\nSynthetic LFPL: 1000 rankings of length 10, K=5, U and V entries N(0, 1), "
-        f"{folds}-fold CV, fitted K=5, reg=1e-3, batch 128, up to 300 epochs with early "
-        "stopping on 10% of each training fold\n"
-    )
-    header = ["|R| x |C|", "method", "mean tau", "true tau", "ratio", "seconds (all folds)"]
-    print(table(header, rows))
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def recbole_ml100k() -> Path | None:
@@ -117,6 +115,12 @@ def cornac_bpr(split: LeaveOneOutSplit, k: int, epochs: int, lr: float, reg: flo
     return Scorer(), seconds, cornac.__version__
 
 
+def fit_settings(overrides: dict[str, object]) -> dict[str, object]:
+    settings = {k: v for k, v in DEFAULTS.items() if k not in ("dim", "init_scale", "seed")}
+    settings.update({k: v for k, v in overrides.items() if k != "dim"})
+    return settings
+
+
 def movielens(args: argparse.Namespace) -> None:
     path = recbole_ml100k() if args.data is None else Path(args.data)
     if path is None:
@@ -124,76 +128,225 @@ def movielens(args: argparse.Namespace) -> None:
         return
     raw = load_movielens(path)
     data = ImplicitFeedback(raw.pairs, raw.n_users, raw.n_items)
-    split = leave_one_out(data, seed=args.seed)
-    unseen = int((split.train.item_counts()[split.items] == 0).sum())
-    rows = []
-
-    for method in ("joint", "alternating"):
-        model = LFPL(data.n_users, data.n_items, args.dim, seed=args.seed)
-        fit = fit_implicit(
-            model,
-            split.train,
-            epochs=args.epochs,
-            batch_size=args.batch_size,
-            lr=args.lr,
-            reg=args.reg,
-            method=method,
-            seed=args.seed,
-        )
-        result = evaluate(model, split)
-        name = f"LFPL/IF K={args.dim} AdaGrad {method}, {args.epochs} epochs"
-        rows.append([name, result.auc, result.hr, result.ndcg, f"{fit.seconds:.1f}"])
-        print(f"  done: {name}", flush=True)
-    for name, scorer in (
-        ("MostPopular", MostPopular(split.train)),
-        ("Random", Random(data.n_items, seed=args.seed)),
-    ):
-        result = evaluate(scorer, split)
-        rows.append([name, result.auc, result.hr, result.ndcg, "0.0"])
-    if importlib.util.find_spec("cornac") is None:
-        rows.append(["cornac BPR: not installed (pip install cornac)", "-", "-", "-", "-"])
-    else:
-        scorer, seconds, version = cornac_bpr(
-            split, k=64, epochs=300, lr=0.01, reg=0.01, seed=args.seed
-        )
-        result = evaluate(scorer, split)
-        name = f"cornac {version} BPR k=64, 300 epochs"
-        rows.append([name, result.auc, result.hr, result.ndcg, f"{seconds:.1f}"])
+    names = [n for n in VARIANTS if args.variants is None or n in args.variants]
+    has_cornac = importlib.util.find_spec("cornac") is not None
+    per_user: dict[str, list[dict[str, torch.Tensor]]] = {n: [] for n in names}
+    per_user["BPR"], per_user["MostPopular"] = [], []
+    seconds: dict[str, list[float]] = {n: [] for n in per_user}
+    version = "-"
+    for seed in args.seeds:
+        split = leave_one_out(data, seed=seed)
+        print(f"  split seed {seed}: {load()}", flush=True)
+        for name in names:
+            dim = int(VARIANTS[name].get("dim", DEFAULTS["dim"]))  # type: ignore[call-overload]
+            model = LFPL(data.n_users, data.n_items, dim, seed=seed)
+            fit = fit_implicit(model, split.train, seed=seed, **fit_settings(VARIANTS[name]))
+            per_user[name].append(evaluate(model, split).per_user)
+            seconds[name].append(fit.seconds)
+            print(f"    {name}: AUC {per_user[name][-1]['auc'].mean():.4f}, {fit.seconds:.1f} s")
+        if has_cornac:
+            scorer, sec, version = cornac_bpr(split, k=64, epochs=300, lr=0.01, reg=0.01, seed=seed)
+            per_user["BPR"].append(evaluate(scorer, split).per_user)
+            seconds["BPR"].append(sec)
+            print(f"    BPR: AUC {per_user['BPR'][-1]['auc'].mean():.4f}, {sec:.1f} s", flush=True)
+        per_user["MostPopular"].append(evaluate(MostPopular(split.train), split).per_user)
+        seconds["MostPopular"].append(0.0)
     print(
         f"\nMovieLens-100K ({path.name}): {len(data)} interactions, {data.n_users} users, "
-        f"{data.n_items} items, every rating a positive; random leave-one-out (seed "
-        f"{args.seed}) for {split.users.numel()} users ({unseen} held-out items have no "
-        "training interaction); AUC over all unobserved items (ties 1/2), HR@10 and NDCG@10 "
-        f"over all items but the user's training positives; torch threads "
-        f"{torch.get_num_threads()}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n"
+        f"{data.n_items} items, every rating a positive; random leave-one-out, split seeds "
+        f"{args.seeds}; means over the seeds. LFPL/IF defaults: {fit_settings({})}, K="
+        f"{DEFAULTS['dim']}, float32, torch threads during fits: the lfpl default (1). "
+        f"BPR: cornac {version} BPR k=64, 300 epochs, lr 0.01, lambda 0.01, 2 threads. "
+        "'AUC - BPR' is the per-user paired difference averaged over the seeds, +- its "
+        f"standard error over users. {load()} at the end.\n"
     )
-    formatted = [
-        [r[0]] + [f"{v:.4f}" if isinstance(v, float) else v for v in r[1:4]] + [r[4]] for r in rows
+    rows = []
+    for name, results in per_user.items():
+        if not results:
+            continue
+        mean = {m: sum(float(r[m].mean()) for r in results) / len(results) for m in results[0]}
+        diff = "-"
+        if per_user["BPR"] and name != "BPR":
+            d = torch.stack(
+                [r["auc"] - b["auc"] for r, b in zip(results, per_user["BPR"], strict=True)]
+            )
+            d = d.mean(0)
+            diff = f"{float(d.mean()):+.4f} +- {float(d.std() / math.sqrt(d.numel())):.4f}"
+        seeds = " / ".join(f"{float(r['auc'].mean()):.4f}" for r in results)
+        label = f"LFPL/IF {name}" if name in VARIANTS else name
+        if name == "BPR":
+            label = f"cornac {version} BPR"
+        rows.append(
+            [
+                label,
+                f"{mean['auc']:.4f}",
+                seeds,
+                diff,
+                f"{mean['hr']:.4f}",
+                f"{mean['ndcg']:.4f}",
+                f"{sum(seconds[name]) / len(seconds[name]):.1f}",
+            ]
+        )
+    header = ["model", "AUC", "AUC per seed", "AUC - BPR", "HR@10", "NDCG@10", "train s"]
+    print(table(header, rows))
+
+
+def threads(args: argparse.Namespace) -> None:
+    """Time ``botorch-pref lfpl train`` with its defaults in fresh processes."""
+    path = recbole_ml100k() if args.data is None else Path(args.data)
+    if path is None:
+        print("threads: skipped (no MovieLens file)")
+        return
+    settings = [
+        ("defaults (1 thread chosen by lfpl)", {}, []),
+        ("--threads 2, no env (OpenMP spins)", {}, ["--threads", "2"]),
+        ("OMP_WAIT_POLICY=PASSIVE (2 threads)", {"OMP_WAIT_POLICY": "PASSIVE"}, []),
     ]
-    print(table(["model", "AUC", "HR@10", "NDCG@10", "train seconds"], formatted))
+    if args.skip_spinning:
+        settings.pop(1)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MKL_"))}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(args.repeats):
+            for name, env, extra in settings:
+                cmd = [
+                    sys.executable, "-m", "botorch_pref.cli", "lfpl", "train", "--data", str(path),
+                    "--out", str(Path(tmp) / "m.pt"), "--no-progress", *extra,
+                ]  # fmt: skip
+                before = load()
+                out = subprocess.run(
+                    cmd, env={**clean, **env}, capture_output=True, text=True, check=True
+                ).stdout
+                fit_s = float(out.split(" epochs in ")[1].split(" s")[0])
+                rows.append([name, repeat, f"{fit_s:.2f}", before])
+                print(f"  {name}: {fit_s:.2f} s ({before})", flush=True)
+    print(f"\n`botorch-pref lfpl train` on {path.name}, defaults, fresh process each\n")
+    print(table(["setting", "repeat", "fit s", "load before"], rows))
+
+
+def synthetic(args: argparse.Namespace) -> None:
+    rows = []
+    for size in args.sizes:
+        rankings, truth = sample_lfpl(1000, 10, size, size, 5, seed=args.seed)
+        for method in ("alternating", "joint"):
+            start = time.perf_counter()
+            cv = cross_validate_lfpl(
+                rankings, truth, dim=5, n_folds=args.folds, seed=args.seed, method=method,
+                epochs=300,
+            )  # fmt: skip
+            seconds = time.perf_counter() - start
+            rows.append(
+                [
+                    f"{size} x {size}",
+                    method,
+                    f"{cv.mean_tau:.4f}",
+                    f"{cv.mean_true_tau:.4f}",
+                    f"{cv.ratio:.3f}",
+                    f"{seconds:.1f}",
+                ]
+            )
+            print(f"  done: |R|=|C|={size}, {method} ({load()})", flush=True)
+    print(
+        f"\nSynthetic LFPL: 1000 rankings of length 10, K=5, U and V entries N(0, 1), "
+        f"{args.folds}-fold CV, fitted K=5, reg=1e-3, batch 128, up to 300 epochs with early "
+        "stopping on 10% of each training fold\n"
+    )
+    header = ["|R| x |C|", "method", "mean tau", "true tau", "ratio", "seconds (all folds)"]
+    print(table(header, rows))
+
+
+def _scale_worker(rank: int, world: int, port: int, config: dict, queue) -> None:
+    import torch.distributed as dist
+
+    from botorch_pref.lfpl.distributed import fit_data_parallel
+    from botorch_pref.lfpl.synthetic import power_law_interactions
+
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    try:
+        data, _ = power_law_interactions(
+            config["users"], config["items"], config["interactions"], seed=0
+        )
+        split = leave_one_out(data, seed=0)
+        model = LFPL(data.n_users, data.n_items, 32, seed=0)
+        fit = fit_data_parallel(
+            model, split.train, epochs=config["epochs"], batch_size=config["batch"] // world,
+            seed=0,
+        )  # fmt: skip
+        if rank == 0:
+            auc = evaluate(model, split).auc if config["evaluate"] else float("nan")
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            queue.put((fit.seconds / fit.epochs_run, auc, peak, len(split.train)))
+    finally:
+        dist.destroy_process_group()
+
+
+def scale(args: argparse.Namespace) -> None:
+    """Time per epoch against interactions and processes on power-law synthetic data."""
+    import torch.multiprocessing as mp
+
+    rows = []
+    ctx = mp.get_context("spawn")
+    for n in args.interactions:
+        for world in args.processes:
+            config = {
+                "users": max(1000, n // 50), "items": max(500, n // 200), "interactions": n,
+                "epochs": args.scale_epochs, "batch": 4096, "evaluate": n <= 1_000_000,
+            }  # fmt: skip
+            queue = ctx.Queue()
+            port = 29500 + (os.getpid() % 1000)
+            procs = [
+                ctx.Process(target=_scale_worker, args=(r, world, port, config, queue))
+                for r in range(world)
+            ]
+            for p in procs:
+                p.start()
+            per_epoch, auc, peak, n_train = queue.get(timeout=3600)
+            for p in procs:
+                p.join(timeout=60)
+            rows.append(
+                [f"{n_train:,}", config["users"], config["items"], world, f"{per_epoch:.2f}",
+                 f"{auc:.4f}", f"{peak:.0f}", load()]
+            )  # fmt: skip
+            print(f"  {rows[-1]}", flush=True)
+    print(
+        "\nPower-law synthetic interactions (power_law_interactions, exponents 0.8), random "
+        "leave-one-out (seed 0), LFPL/IF defaults (K=32), global batch 4096 split over the "
+        "processes, gloo on 127.0.0.1, 1 thread per process; peak RSS of rank 0\n"
+    )
+    header = ["train interactions", "users", "items", "processes", "s / epoch", "AUC", "peak MB"]
+    print(table([*header, "load"], rows))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=("all", "synthetic", "movielens"), default="all")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[50, 100], help="|R| = |C|")
-    parser.add_argument("--folds", type=int, default=10)
+    parser.add_argument(
+        "--part", choices=("movielens", "threads", "synthetic", "scale"), default="movielens"
+    )
     parser.add_argument("--data", default=None, help="MovieLens file (default: recbole's copy)")
-    parser.add_argument("--dim", type=int, default=32)
-    parser.add_argument("--epochs", type=int, default=50)
-    parser.add_argument("--batch-size", type=int, default=4096)
-    parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--reg", type=float, default=1e-2)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="split seeds")
+    parser.add_argument("--variants", nargs="+", default=None, help=f"of {list(VARIANTS)}")
+    parser.add_argument("--repeats", type=int, default=2, help="threads: repetitions")
+    parser.add_argument(
+        "--skip-spinning", action="store_true", help="threads: leave out the spinning setting"
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[50], help="|R| = |C|")
+    parser.add_argument("--folds", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--interactions", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--scale-epochs", type=int, default=3)
     args = parser.parse_args()
     print(
         f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}"
+        f"{os.cpu_count()} CPUs, {load()}; "
+        + json.dumps({k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")})
     )
-    if args.part in ("all", "synthetic"):
-        synthetic(args.sizes, args.folds, args.seed)
-    if args.part in ("all", "movielens"):
-        movielens(args)
+    {"movielens": movielens, "threads": threads, "synthetic": synthetic, "scale": scale}[args.part](
+        args
+    )
 
 
 if __name__ == "__main__":

@@ -295,3 +295,20 @@ def test_cuda_implicit():
     assert result.per_user["auc"].is_cuda and result.auc > 0.6
     assert evaluate(MostPopular(split.train), split).auc > 0.4
     assert evaluate(Random(data.n_items, device="cuda"), split).n_users == split.users.numel()
+
+
+def test_complement_draws_are_exact_and_uniform():
+    # User 0 saw all but items 3, 17 and 41 of 50: after zero rejection rounds every draw comes
+    # from the binary search over the complement.
+    free = {3, 17, 41}
+    pairs = [(0, i) for i in range(50) if i not in free] + [(1, 0)]
+    data = ImplicitFeedback(torch.tensor(pairs), 2, 50)
+    gen = torch.Generator().manual_seed(0)
+    draws = data.sample_negatives(torch.zeros(30000, dtype=torch.long), gen, max_rounds=0)
+    counts = torch.bincount(draws, minlength=50)
+    assert set(draws.unique().tolist()) == free
+    assert all(abs(int(counts[i]) / 30000 - 1 / 3) < 0.015 for i in free)
+    # User 1 saw only item 0: its draws are uniform over the other 49.
+    draws = data.sample_negatives(torch.ones(49000, dtype=torch.long), gen, max_rounds=0)
+    counts = torch.bincount(draws, minlength=50)
+    assert counts[0] == 0 and counts[1:].min() > 800 and counts[1:].max() < 1200

@@ -15,6 +15,7 @@ MovieLens may not be redistributed: point the loader at your own copy, never com
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +66,37 @@ class Interactions:
         """``(n, 2)`` long tensor of ``(user, item)`` indices."""
         return torch.stack([self.users, self.items], dim=-1)
 
+    @classmethod
+    def from_ids(cls, users: Sequence[object], items: Sequence[object]) -> Interactions:
+        """Interactions from parallel sequences of original user and item ids.
+
+        Ids of one kind must be all integers or all non-blank strings; they are indexed in
+        sorted order, as :func:`load_movielens` does. Nothing is converted: ``"7"`` stays a
+        string, and a float, a bool or a blank id raises.
+
+        Args:
+            users: Original user id of each interaction.
+            items: Original item id of each interaction.
+
+        Returns:
+            The :class:`Interactions` (no ratings, no timestamps).
+        """
+        users, items = list(users), list(items)
+        if len(users) != len(items):
+            raise ValueError(f"got {len(users)} user ids and {len(items)} item ids.")
+        if not users:
+            raise ValueError("no interactions.")
+        user_ids, user_index = _index_python(users, "user")
+        item_ids, item_index = _index_python(items, "item")
+        return cls(
+            users=torch.from_numpy(user_index),
+            items=torch.from_numpy(item_index),
+            ratings=torch.full((len(users),), float("nan"), dtype=torch.float64),
+            timestamps=None,
+            user_ids=user_ids,
+            item_ids=item_ids,
+        )
+
     @property
     def user_index(self) -> dict[int | str, int]:
         """Map from an original user id to its index."""
@@ -112,9 +144,16 @@ def load_movielens(path: str | Path, min_rating: float | None = None) -> Interac
     ratings = (
         np.full(users_raw.shape, np.nan) if ratings is None else _to_float(path, ratings, "rating")
     )
+    for name, raw in (("user", users_raw), ("item", items_raw)):
+        blank = np.flatnonzero(raw == "")
+        if blank.size > 0:
+            raise ValueError(f"{path}: interaction {int(blank[0])} has a blank {name} id.")
+    if not np.all(np.isfinite(ratings) | (table.get("rating") is None)):
+        row = int(np.flatnonzero(~np.isfinite(ratings))[0])
+        raise ValueError(f"{path}: interaction {row} has the rating {ratings[row]}.")
     timestamps = table.get("timestamp")
     if timestamps is not None:
-        timestamps = _to_float(path, timestamps, "timestamp").astype(np.int64)
+        timestamps = _timestamps(path, _to_float(path, timestamps, "timestamp"))
     if min_rating is not None:
         keep = ratings >= min_rating
         users_raw, items_raw, ratings = users_raw[keep], items_raw[keep], ratings[keep]
@@ -207,6 +246,44 @@ def _to_float(path: Path, values: np.ndarray, name: str) -> np.ndarray:
         return values.astype(np.float64)
     except ValueError:
         raise ValueError(f"{path}: the {name} column holds non-numeric values.") from None
+
+
+def _timestamps(path: Path, values: np.ndarray) -> np.ndarray:
+    """Float timestamps as int64; non-finite, fractional or out-of-range values raise."""
+    bad = ~np.isfinite(values) | (np.abs(values) >= 2.0**63) | (values != np.round(values))
+    if np.any(bad):
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{path}: interaction {row} has the timestamp {float(values[row])!r}, not an integer "
+            "number of seconds in the int64 range."
+        )
+    return values.astype(np.int64)
+
+
+def _plain_id(x: object) -> bool:
+    return isinstance(x, (int, np.integer, str)) and not isinstance(x, bool)
+
+
+def _index_python(ids: list[object], name: str) -> tuple[list[int | str], np.ndarray]:
+    """Contiguous indices of Python ids that are all integers or all non-blank strings."""
+    if all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in ids):
+        values: np.ndarray = np.asarray([int(x) for x in ids], dtype=np.int64)
+    elif all(isinstance(x, str) for x in ids):
+        blank = [n for n, x in enumerate(ids) if not x.strip()]
+        if blank:
+            raise ValueError(f"interaction {blank[0]} has a blank {name} id {ids[blank[0]]!r}.")
+        values = np.asarray(ids, dtype=object)
+    else:
+        kinds = sorted({type(x).__name__ for x in ids})
+        bad = next((x for x in ids if not _plain_id(x)), None)
+        detail = f"e.g. {bad!r}" if bad is not None else "a mix of integers and strings"
+        raise TypeError(
+            f"{name} ids must be all integers or all strings, got {', '.join(kinds)} ({detail})."
+        )
+    uniques, inverse = np.unique(values, return_inverse=True)
+    return [x if isinstance(x, str) else int(x) for x in uniques.tolist()], inverse.astype(
+        np.int64
+    ).reshape(-1)
 
 
 def _index(raw: np.ndarray) -> tuple[list[int | str], np.ndarray]:

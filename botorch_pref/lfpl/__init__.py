@@ -1,5 +1,6 @@
 """Latent-feature Plackett-Luce (LFPL) models for rankings of dyads, and LFPL/IF for implicit
-feedback: the likelihood, the model, its training, evaluation metrics and synthetic data."""
+feedback: the likelihood, the model, its training (fused single-process and data-parallel),
+a recommender in original ids, evaluation metrics and synthetic data."""
 
 from botorch_pref.lfpl.implicit import (
     EvaluationResult,
@@ -16,7 +17,15 @@ from botorch_pref.lfpl.metrics import heldout_item_metrics, kendall_tau
 from botorch_pref.lfpl.model import LFPL
 from botorch_pref.lfpl.plackett_luce import gumbel_rankings, plackett_luce_nll
 from botorch_pref.lfpl.rankings import DyadRankings
-from botorch_pref.lfpl.synthetic import CVResult, cross_validate_lfpl, heldout_tau, sample_lfpl
+from botorch_pref.lfpl.recommender import LFPLRecommender, Recommendations
+from botorch_pref.lfpl.runtime import lfpl_threads
+from botorch_pref.lfpl.synthetic import (
+    CVResult,
+    cross_validate_lfpl,
+    heldout_tau,
+    power_law_interactions,
+    sample_lfpl,
+)
 from botorch_pref.lfpl.training import FitResult, fit_lfpl
 
 __all__ = [
@@ -27,9 +36,11 @@ __all__ = [
     "FitResult",
     "ImplicitFeedback",
     "ItemScorer",
+    "LFPLRecommender",
     "LeaveOneOutSplit",
     "MostPopular",
     "Random",
+    "Recommendations",
     "cross_validate_lfpl",
     "evaluate",
     "fit_implicit",
@@ -39,6 +50,8 @@ __all__ = [
     "heldout_tau",
     "kendall_tau",
     "leave_one_out",
+    "lfpl_threads",
     "plackett_luce_nll",
+    "power_law_interactions",
     "sample_lfpl",
 ]

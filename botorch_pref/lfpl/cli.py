@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
+
+from botorch_pref.lfpl.runtime import lfpl_threads, reexec_with_passive_openmp
 
 __all__ = ["register"]
 
@@ -57,26 +62,112 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--data", required=True, help="u.data, ratings.dat, ratings.csv, *.inter")
     imp.add_argument("--min-rating", type=float, default=None, help="keep ratings >= this")
     imp.add_argument("--holdout", choices=("random", "latest"), default="random")
-    imp.add_argument("--dim", type=int, default=32)
-    imp.add_argument("--epochs", type=int, default=50)
-    imp.add_argument("--batch-size", type=int, default=4096)
-    imp.add_argument("--lr", type=float, default=0.1)
-    imp.add_argument("--reg", type=float, default=1e-2)
-    imp.add_argument("--method", choices=("joint", "alternating"), default="joint")
+    _hyper(imp)
     imp.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad")
     imp.add_argument("--k", type=int, default=10, help="cut-off of HR and NDCG")
     _common(imp)
     imp.set_defaults(func=run_implicit)
 
+    train = sub.add_parser(
+        "train",
+        help="fit an LFPL/IF recommender on a ratings file and save it",
+        description="Fit LFPL/IF on every interaction of a MovieLens or RecBole file (or on the "
+        "training part of a leave-one-out split, for 'evaluate') and save it to one file.",
+    )
+    train.add_argument("--data", required=True, help="u.data, ratings.dat, ratings.csv, *.inter")
+    train.add_argument("--out", required=True, help="file to write the model to")
+    train.add_argument("--min-rating", type=float, default=None, help="keep ratings >= this")
+    train.add_argument(
+        "--holdout",
+        choices=("none", "random", "latest"),
+        default="none",
+        help="hold one interaction per user out for 'evaluate' (default: train on all)",
+    )
+    _hyper(train)
+    _common(train, progress_flag=False)
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--distributed",
+        action="store_true",
+        help="data-parallel training under torchrun (gloo on cpu, nccl on cuda); rank 0 saves",
+    )
+    train.set_defaults(func=run_train)
 
-def _common(parser: argparse.ArgumentParser) -> None:
+    rec = sub.add_parser(
+        "recommend",
+        help="top-k items for users from a saved model",
+        description="Print the k items of highest score for each user (original ids).",
+    )
+    rec.add_argument("--model", required=True, help="file written by 'lfpl train'")
+    rec.add_argument("--users", required=True, nargs="+", help="original user ids")
+    rec.add_argument("--k", type=int, default=10)
+    rec.add_argument("--include-seen", action="store_true", help="keep items seen in training")
+    rec.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    rec.set_defaults(func=run_recommend)
+
+    ev = sub.add_parser(
+        "evaluate",
+        help="leave-one-out AUC, HR@k and NDCG@k of a saved model",
+        description="Rebuild the leave-one-out split a model was trained on (train --holdout) "
+        "from the same file and print its metrics next to MostPopular and Random.",
+    )
+    ev.add_argument("--model", required=True, help="file written by 'lfpl train --holdout ...'")
+    ev.add_argument("--data", required=True, help="the file the model was trained on")
+    ev.add_argument("--k", type=int, default=10, help="cut-off of HR and NDCG")
+    ev.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    ev.set_defaults(func=run_evaluate)
+
+
+def _hyper(parser: argparse.ArgumentParser) -> None:
+    from botorch_pref.lfpl.recommender import DEFAULTS
+
+    d = DEFAULTS
+    parser.add_argument("--dim", type=int, default=d["dim"], help="latent dimension K")
+    parser.add_argument("--epochs", type=int, default=d["epochs"])
+    parser.add_argument("--batch-size", type=int, default=d["batch_size"])
+    parser.add_argument(
+        "--n-negatives", type=int, default=d["n_negatives"], help="negatives per interaction"
+    )
+    parser.add_argument("--negatives", choices=("uniform", "hard"), default=d["negatives"])
+    parser.add_argument("--lr", type=float, default=d["lr"])
+    parser.add_argument("--lr-schedule", choices=("constant", "linear"), default=d["lr_schedule"])
+    parser.add_argument("--reg", type=float, default=d["reg"])
+    parser.add_argument("--method", choices=("alternating", "joint"), default=d["method"])
+
+
+def _common(parser: argparse.ArgumentParser, progress_flag: bool = True) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
-    parser.add_argument("--progress", action="store_true", help="show progress bars")
+    parser.add_argument(
+        "--threads",
+        type=_threads,
+        default="auto",
+        help="CPU threads: auto (1 unless OMP_NUM_THREADS or OMP_WAIT_POLICY=PASSIVE is set) "
+        "or a number",
+    )
+    if progress_flag:
+        parser.add_argument("--progress", action="store_true", help="show progress bars")
+
+
+def _threads(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 thread, got {value}")
+    return value
 
 
 def _device(name: str) -> torch.device:
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ValueError(
+            f"--device {name!r} is not a torch device (e.g. cpu, cuda, cuda:1)."
+        ) from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda was asked for, but CUDA is not available.")
     return device
@@ -91,6 +182,14 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def run_synthetic(args: argparse.Namespace) -> int:
     """Cross-validate LFPL on synthetic rankings and print a table; returns the exit code."""
+    device = _device(args.device)
+    if args.threads == "auto" and device.type == "cpu":
+        reexec_with_passive_openmp(["lfpl", "synthetic"])
+    with lfpl_threads(args.threads, device):
+        return _run_synthetic(args)
+
+
+def _run_synthetic(args: argparse.Namespace) -> int:
     from botorch_pref.lfpl.synthetic import cross_validate_lfpl, sample_lfpl
 
     device = _device(args.device)
@@ -114,7 +213,7 @@ def run_synthetic(args: argparse.Namespace) -> int:
         cv = cross_validate_lfpl(
             rankings,
             truth,
-            dim=args.dim or args.true_dim,
+            dim=args.true_dim if args.dim is None else args.dim,
             n_folds=args.folds,
             seed=args.seed,
             method=method,
@@ -142,6 +241,14 @@ def run_synthetic(args: argparse.Namespace) -> int:
 
 def run_implicit(args: argparse.Namespace) -> int:
     """Fit LFPL/IF with leave-one-out evaluation and print a table; returns the exit code."""
+    device = _device(args.device)
+    if args.threads == "auto" and device.type == "cpu":
+        reexec_with_passive_openmp(["lfpl", "implicit"])
+    with lfpl_threads(args.threads, device):
+        return _run_implicit(args)
+
+
+def _run_implicit(args: argparse.Namespace) -> int:
     from botorch_pref.data import load_movielens
     from botorch_pref.lfpl.implicit import (
         ImplicitFeedback,
@@ -167,12 +274,16 @@ def run_implicit(args: argparse.Namespace) -> int:
         split.train,
         epochs=args.epochs,
         batch_size=args.batch_size,
+        n_negatives=args.n_negatives,
+        negatives=args.negatives,
         lr=args.lr,
+        lr_schedule=args.lr_schedule,
         reg=args.reg,
         method=args.method,
         optimizer=args.optimizer,
         seed=args.seed,
         progress=args.progress,
+        threads=args.threads,
     )
     scorers = [
         (f"LFPL/IF (K={args.dim})", model, fit.seconds),
@@ -187,4 +298,135 @@ def run_implicit(args: argparse.Namespace) -> int:
         )
     header = ("model", "AUC", f"HR@{args.k}", f"NDCG@{args.k}", "train s")
     print(_table(header, rows))
+    return 0
+
+
+def _load_data(path: str, min_rating: float | None) -> tuple[Any, Any]:
+    from botorch_pref.data import load_movielens
+    from botorch_pref.lfpl.implicit import ImplicitFeedback
+
+    raw = load_movielens(path, min_rating=min_rating)
+    return raw, ImplicitFeedback(raw.pairs, raw.n_users, raw.n_items, raw.timestamps)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """Fit an :class:`LFPLRecommender` on a ratings file and save it; returns the exit code."""
+    from botorch_pref.lfpl.implicit import leave_one_out
+    from botorch_pref.lfpl.recommender import LFPLRecommender
+
+    device = _device(args.device)
+    if args.threads == "auto" and device.type == "cpu":
+        reexec_with_passive_openmp(["lfpl", "train"])
+    group = None
+    if args.distributed:
+        from botorch_pref.lfpl.distributed import init_from_env
+
+        _, _, device = init_from_env(device.type)
+        group = "default"
+    rec = LFPLRecommender(
+        args.dim,
+        n_negatives=args.n_negatives,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        reg=args.reg,
+        method=args.method,
+        negatives=args.negatives,
+        lr_schedule=args.lr_schedule,
+        seed=args.seed,
+        device=device,
+        threads=args.threads,
+    )
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"no such directory for --out: {out.parent}")
+    raw, data = _load_data(args.data, args.min_rating)
+    train = data
+    if args.holdout != "none":
+        train = leave_one_out(data, seed=args.seed, by=args.holdout).train
+        rec.info["holdout"] = {"by": args.holdout, "seed": args.seed}
+    rec.info["data"] = {"file": Path(args.data).name, "min_rating": args.min_rating}
+    rec.fit_feedback(
+        train, raw.user_ids, raw.item_ids, progress=not args.no_progress, process_group=group
+    )
+    fit = rec.fit_result_
+    assert fit is not None
+    if group is not None:
+        import torch.distributed as dist
+
+        rank, world = dist.get_rank(), dist.get_world_size()
+        dist.destroy_process_group()
+        if rank != 0:
+            return 0
+        rec.info["processes"] = world
+    rec.save(out)
+    print(
+        f"LFPL/IF: {len(train)} training interactions, {data.n_users} users, {data.n_items} "
+        f"items; {fit.epochs_run} epochs in {fit.seconds:.1f} s (final loss "
+        f"{fit.train_loss[-1]:.4f}; {fit.threads} threads, OMP_WAIT_POLICY="
+        f"{os.environ.get('OMP_WAIT_POLICY')}); saved to {out}"
+    )
+    return 0
+
+
+def run_recommend(args: argparse.Namespace) -> int:
+    """Print the top-k items of users from a saved model; returns the exit code."""
+    from botorch_pref.lfpl.recommender import LFPLRecommender
+
+    rec = LFPLRecommender.load(args.model, device=_device(args.device))
+    users: list[int | str] = list(args.users)
+    if rec.user_ids and all(isinstance(u, int) for u in rec.user_ids):
+        parsed = []
+        for text in users:
+            try:
+                parsed.append(int(str(text)))
+            except ValueError:
+                raise ValueError(
+                    f"user id {text!r} is not an integer, and this model's user ids are."
+                ) from None
+        users = parsed
+    result = rec.recommend(users, k=args.k, exclude_seen=not args.include_seen)
+    rows = []
+    for user, items, scores in zip(result.users, result.items, result.scores, strict=True):
+        for rank, (item, score) in enumerate(zip(items, scores, strict=True)):
+            rows.append((user, rank + 1, item, f"{score:.4f}"))
+    print(_table(("user", "rank", "item", "score"), rows))
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    """Evaluate a saved model on the leave-one-out split it was trained on."""
+    from botorch_pref.lfpl.implicit import MostPopular, Random, evaluate, leave_one_out
+    from botorch_pref.lfpl.recommender import LFPLRecommender
+
+    device = _device(args.device)
+    rec = LFPLRecommender.load(args.model, device=device)
+    holdout = rec.info.get("holdout")
+    if not holdout:
+        raise ValueError(
+            f"{args.model} was trained on all interactions: train it with --holdout random "
+            "(or latest) to evaluate it."
+        )
+    min_rating = (rec.info.get("data") or {}).get("min_rating")
+    raw, data = _load_data(args.data, min_rating)
+    if raw.user_ids != rec.user_ids or raw.item_ids != rec.item_ids:
+        raise ValueError(f"{args.data} has other users or items than {args.model} was fitted on.")
+    split = leave_one_out(data.to(device), seed=holdout["seed"], by=holdout["by"])
+    assert rec.train_ is not None
+    if not torch.equal(split.train.keys, rec.train_.keys.to(device)):
+        raise ValueError(f"{args.model} was not trained on this split of {args.data}.")
+    model = rec.model_
+    rows = []
+    for name, scorer in (
+        (f"LFPL/IF (K={rec.params['dim']})", model),
+        ("MostPopular", MostPopular(split.train)),
+        ("Random", Random(data.n_items, seed=holdout["seed"], device=device)),
+    ):
+        result = evaluate(scorer, split, k=args.k)  # type: ignore[arg-type]
+        rows.append((name, f"{result.auc:.4f}", f"{result.hr:.4f}", f"{result.ndcg:.4f}"))
+    print(
+        f"leave-one-out ({holdout['by']}, seed {holdout['seed']}) for {split.users.numel()} "
+        f"users, {data.n_items} items"
+    )
+    print(_table(("model", "AUC", f"HR@{args.k}", f"NDCG@{args.k}"), rows))
     return 0

@@ -13,6 +13,9 @@ that never occurred can be scored as long as ``i`` and ``j`` each occurred in tr
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 from torch import Tensor, nn
 
@@ -52,10 +55,16 @@ class LFPL(nn.Module):
         """
         super().__init__()
         for name, value in (("n_rows", n_rows), ("n_cols", n_cols), ("dim", dim)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"{name} must be an integer, got {value!r}.")
             if int(value) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value}.")
-        if init_scale < 0:
-            raise ValueError(f"init_scale must be non-negative, got {init_scale}.")
+        if isinstance(init_scale, bool) or not isinstance(init_scale, numbers.Real):
+            raise TypeError(f"init_scale must be a number, got {init_scale!r}.")
+        if not (math.isfinite(init_scale) and init_scale >= 0):
+            raise ValueError(f"init_scale must be finite and non-negative, got {init_scale}.")
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating dtype, got {dtype}.")
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         u = torch.randn(n_rows, dim, generator=generator, dtype=dtype) * init_scale
         v = torch.randn(n_cols, dim, generator=generator, dtype=dtype) * init_scale
@@ -75,11 +84,21 @@ class LFPL(nn.Module):
         Returns:
             The model (parameters are copies of ``U`` and ``V``).
         """
+        for name, factor in (("U", U), ("V", V)):
+            if not isinstance(factor, Tensor) or not factor.is_floating_point():
+                raise TypeError(f"{name} must be a floating tensor, got {factor!r:.80}.")
         if U.dim() != 2 or V.dim() != 2 or U.shape[1] != V.shape[1]:
             raise ValueError(
                 f"U and V must be 2-d with the same number of columns, got {tuple(U.shape)} "
                 f"and {tuple(V.shape)}."
             )
+        for name, factor in (("U", U), ("V", V)):
+            bad = (~torch.isfinite(factor)).nonzero()
+            if bad.numel() > 0:
+                i, k = int(bad[0, 0]), int(bad[0, 1])
+                raise ValueError(
+                    f"{name}[{i}, {k}] is {float(factor[i, k])}: factors must be finite."
+                )
         model = cls(
             U.shape[0], V.shape[0], U.shape[1], init_scale=0.0, device=U.device, dtype=U.dtype
         )
@@ -154,6 +173,7 @@ class LFPL(nn.Module):
         """
         return torch.argsort(self.score(rows, cols, check_seen), dim=-1, descending=True)
 
+    @torch.no_grad()
     def score_items(self, rows: Tensor) -> Tensor:
         """Scores of every column for each of the given rows: ``U[rows] @ V.T``.
 
@@ -163,7 +183,7 @@ class LFPL(nn.Module):
             rows: ``(b,)`` row ids, each seen in training.
 
         Returns:
-            ``(b, n_cols)`` scores.
+            ``(b, n_cols)`` scores, detached from autograd.
         """
         rows = self._check_ids(rows, "row", self.n_rows, self.seen_rows)
         return self.U[rows] @ self.V.T

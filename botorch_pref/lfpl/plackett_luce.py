@@ -61,8 +61,10 @@ def plackett_luce_nll(
         reduction: ``"sum"`` (weighted sum over rankings), ``"mean"`` (the weighted sum divided
             by the sum of the weights, or by the number of rankings without weights) or
             ``"none"`` (the weighted ``(*batch)`` per-ranking values).
-        validate: Check that lengths lie in ``[0, M]`` and weights are non-negative (this
-            synchronises with the device; training loops on validated data pass ``False``).
+        validate: Check that lengths are integers in ``[0, M]``, that the scores of the
+            real (non-padded) entries and the weights are finite, that weights are non-negative,
+            and that a ``"mean"`` has something to divide by (this synchronises with the
+            device; training loops on validated data pass ``False``).
 
     Returns:
         The negative log-likelihood: a scalar, or ``(*batch)`` with ``reduction="none"``.
@@ -81,20 +83,26 @@ def plackett_luce_nll(
                 f"lengths must have shape {tuple(scores.shape[:-1])} (the batch shape of "
                 f"scores), got {tuple(lengths.shape)}."
             )
-        if validate and lengths.numel() > 0:
-            if bool((lengths < 0).any()) or bool((lengths > width).any()):
-                raise ValueError(f"lengths must lie in [0, {width}] (the width of scores).")
+        if validate:
+            _check_lengths(lengths, width)
         valid = positions < lengths.unsqueeze(-1)
+        if validate:
+            _check_finite(scores, valid, "scores")
         # A very negative finite fill: exp(fill - s) == 0 exactly, and unlike -inf it keeps
         # the backward pass of logcumsumexp free of NaN.
         scores = torch.where(valid, scores, torch.full_like(scores, fill))
         n_stages = lengths - 1
     else:
+        if validate:
+            _check_finite(scores, None, "scores")
         n_stages = torch.full(scores.shape[:-1], width - 1, device=scores.device)
     if top_k is not None:
         top_k = torch.as_tensor(top_k, device=scores.device)
-        if validate and top_k.numel() > 0 and bool((top_k < 0).any()):
-            raise ValueError("top_k must be non-negative.")
+        if validate:
+            if top_k.is_floating_point() or top_k.dtype == torch.bool or top_k.is_complex():
+                raise ValueError(f"top_k must be integers, got dtype {top_k.dtype}.")
+            if top_k.numel() > 0 and bool((top_k < 0).any()):
+                raise ValueError(f"top_k must be non-negative, got {top_k.min().item()}.")
         n_stages = torch.minimum(n_stages, top_k)
     if lengths is None and top_k is None and width == 2:
         # Pairs (the implicit-feedback case): -log sigmoid(s_1 - s_2), the same value, faster.
@@ -113,8 +121,10 @@ def _reduce(nll: Tensor, weights: Tensor | None, reduction: str, validate: bool)
             raise ValueError(
                 f"weights must have shape {tuple(nll.shape)}, got {tuple(weights.shape)}."
             )
-        if validate and weights.numel() > 0 and bool((weights < 0).any()):
-            raise ValueError("weights must be non-negative.")
+        if validate and weights.numel() > 0:
+            _check_finite(weights, None, "weights")
+            if bool((weights < 0).any()):
+                raise ValueError(f"weights must be non-negative, got {weights.min().item()}.")
         nll = nll * weights
     if reduction == "none":
         return nll
@@ -122,7 +132,32 @@ def _reduce(nll: Tensor, weights: Tensor | None, reduction: str, validate: bool)
     if reduction == "sum":
         return total
     denominator = weights.sum() if weights is not None else nll.new_tensor(float(nll.numel()))
+    if validate and not bool(denominator > 0):
+        what = "the weights sum to zero" if weights is not None else "there are no rankings"
+        raise ValueError(f'reduction="mean" is undefined: {what}.')
     return total / denominator
+
+
+def _check_lengths(lengths: Tensor, width: int) -> None:
+    if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.is_complex():
+        bad = lengths.flatten()[0].item() if lengths.numel() > 0 else None
+        raise ValueError(f"lengths must be integers, got dtype {lengths.dtype} (e.g. {bad}).")
+    if lengths.numel() > 0:
+        out = (lengths < 0) | (lengths > width)
+        if bool(out.any()):
+            raise ValueError(
+                f"lengths must lie in [0, {width}] (the width of scores), got "
+                f"{lengths[out][0].item()}."
+            )
+
+
+def _check_finite(values: Tensor, mask: Tensor | None, name: str) -> None:
+    bad = ~torch.isfinite(values)
+    if mask is not None:
+        bad &= mask
+    if bool(bad.any()):
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        raise ValueError(f"{name}{list(index)} is {values[index].item()}: must be finite.")
 
 
 def gumbel_rankings(scores: Tensor, generator: torch.Generator | None = None) -> Tensor:

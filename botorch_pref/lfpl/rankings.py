@@ -8,6 +8,7 @@ tensors (row ids and column ids, padded with zeros) and an ``(N,)`` tensor of le
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -101,7 +102,7 @@ class DyadRankings:
                     raise ValueError(
                         f"ranking {n}: each dyad must be a (row id, column id) pair, got {dyad!r}."
                     )
-                rows[n, m], cols[n, m] = int(dyad[0]), int(dyad[1])
+                rows[n, m], cols[n, m] = _int_id(dyad[0], n, m), _int_id(dyad[1], n, m)
             lengths[n] = len(ranking)
         return cls(rows.to(device), cols.to(device), lengths.to(device), n_rows, n_cols)
 
@@ -268,6 +269,16 @@ class DyadRankings:
     def _permutation(self, seed: int) -> Tensor:
         generator = torch.Generator().manual_seed(seed)
         return torch.randperm(len(self), generator=generator).to(self.device)
+
+
+def _int_id(value: object, n: int, m: int) -> int:
+    """An id as an int; fractional, boolean and non-numeric ids raise (never truncate)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, Tensor) and value.numel() == 1 and not value.is_floating_point():
+        if value.dtype != torch.bool and not value.is_complex():
+            return int(value)
+    raise ValueError(f"ranking {n}, position {m}: ids must be integers, got {value!r}.")
 
 
 def _infer_size(ids: Tensor, valid: Tensor) -> int:

@@ -23,7 +23,13 @@ from botorch_pref.lfpl.plackett_luce import gumbel_rankings
 from botorch_pref.lfpl.rankings import DyadRankings
 from botorch_pref.lfpl.training import fit_lfpl
 
-__all__ = ["CVResult", "cross_validate_lfpl", "heldout_tau", "sample_lfpl"]
+__all__ = [
+    "CVResult",
+    "cross_validate_lfpl",
+    "heldout_tau",
+    "power_law_interactions",
+    "sample_lfpl",
+]
 
 _TRUTH_STREAM = 0x5EED_0F_7A0E
 
@@ -187,3 +193,83 @@ def cross_validate_lfpl(
         true_tau = float(heldout_tau(truth, test).mean()) if truth is not None else float("nan")
         result.true_tau.append(true_tau)
     return result
+
+
+def power_law_interactions(
+    n_users: int,
+    n_items: int,
+    n_interactions: int,
+    dim: int = 8,
+    user_exponent: float = 0.8,
+    item_exponent: float = 0.8,
+    scale: float = 1.0,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+    chunk: int = 1024,
+) -> tuple[ImplicitFeedback, LFPL]:  # noqa: F821 (imported below: no cycle)
+    r"""Implicit feedback with power-law user activity and item popularity, from a known LFPL.
+
+    User :math:`u` gets a number of interactions :math:`c_u` drawn as the counts of
+    ``n_interactions`` draws with probabilities :math:`\propto r_u^{-a}` (:math:`r_u` a random
+    rank, :math:`a` = ``user_exponent``), clipped to ``[1, n_items - 1]``. Its items are the
+    :math:`c_u` first of a Plackett-Luce ranking of all items with log-skills
+
+    .. math::
+
+        U_u^\top V_j - b \log r_j ,
+
+    (Gumbel trick, :math:`b` = ``item_exponent``, :math:`r_j` a random item rank), so popular
+    items are chosen more often and the latent factors :math:`U, V \sim N(0, \sigma^2 / K)`
+    decide the rest; the returned LFPL holds these factors (without the popularity term).
+
+    Args:
+        n_users: Number of users.
+        n_items: Number of items (at least 2).
+        n_interactions: Target number of interactions (the result has about as many).
+        dim: Latent dimension ``K`` of the truth.
+        user_exponent: Power-law exponent ``a`` of user activity.
+        item_exponent: Power-law exponent ``b`` of item popularity.
+        scale: ``sigma``: the standard deviation of the true log-skills' latent part.
+        seed: Seed of everything drawn.
+        device: Device of the result (the draw runs there too).
+        chunk: Users drawn at once (memory grows as ``chunk * n_items``).
+
+    Returns:
+        ``(interactions, truth)``.
+    """
+    from botorch_pref.lfpl.implicit import ImplicitFeedback
+    from botorch_pref.lfpl.training import _check_int, _check_number
+
+    _check_int("n_users", n_users, 1)
+    _check_int("n_items", n_items, 2)
+    _check_int("n_interactions", n_interactions, 1)
+    _check_int("dim", dim, 1)
+    _check_int("chunk", chunk, 1)
+    _check_number("user_exponent", user_exponent, positive=False)
+    _check_number("item_exponent", item_exponent, positive=False)
+    _check_number("scale", scale, positive=True)
+    device = torch.device(device or "cpu")
+    generator = torch.Generator().manual_seed(seed + _TRUTH_STREAM)
+    U = torch.randn(n_users, dim, generator=generator) * (scale / dim**0.5)
+    V = torch.randn(n_items, dim, generator=generator) * (scale / dim**0.5)
+    user_rank = torch.randperm(n_users, generator=generator).double() + 1
+    item_rank = torch.randperm(n_items, generator=generator).double() + 1
+    activity = user_rank.pow(-float(user_exponent))
+    draws = torch.multinomial(activity, n_interactions, replacement=True, generator=generator)
+    counts = torch.bincount(draws, minlength=n_users).clamp(1, n_items - 1)
+    log_pop = (-float(item_exponent) * item_rank.log()).float().to(device)
+    U, V, counts = U.to(device), V.to(device), counts.to(device)
+    gen_dev = torch.Generator(device=device).manual_seed(seed)
+    users, items = [], []
+    for start in range(0, n_users, chunk):
+        c = counts[start : start + chunk]
+        logits = U[start : start + chunk] @ V.T + log_pop
+        noise = torch.empty_like(logits).exponential_(generator=gen_dev)
+        keys = logits - torch.log(noise.clamp_min(torch.finfo(noise.dtype).tiny))
+        top = keys.topk(int(c.max()), dim=-1).indices
+        keep = torch.arange(top.shape[1], device=device) < c.unsqueeze(-1)
+        rows = torch.arange(start, start + c.shape[0], device=device).unsqueeze(-1)
+        users.append(rows.expand_as(top)[keep])
+        items.append(top[keep])
+    pairs = torch.stack([torch.cat(users), torch.cat(items)], dim=-1)
+    return ImplicitFeedback(pairs, n_users, n_items), LFPL.from_factors(U, V)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -43,6 +44,7 @@ from torch import Tensor
 from botorch_pref.lfpl.model import LFPL
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
 from botorch_pref.lfpl.rankings import DyadRankings
+from botorch_pref.lfpl.runtime import lfpl_threads
 
 __all__ = ["FitResult", "fit_lfpl", "inverse_occurrence_weights", "lfpl_batch_objective"]
 
@@ -61,6 +63,7 @@ class FitResult:
         epochs_run: Number of epochs run.
         stopped_early: Whether the validation loss stopped the fit before ``epochs``.
         seconds: Wall-clock seconds of the fit.
+        threads: torch's intra-op CPU threads during the fit.
     """
 
     train_loss: list[float] = field(default_factory=list)
@@ -69,6 +72,7 @@ class FitResult:
     epochs_run: int = 0
     stopped_early: bool = False
     seconds: float = 0.0
+    threads: int = 0
 
 
 def fit_lfpl(
@@ -86,6 +90,7 @@ def fit_lfpl(
     sparse: bool = False,
     seed: int = 0,
     progress: bool = False,
+    threads: int | str | None = "auto",
 ) -> FitResult:
     """Fit an :class:`LFPL` model to rankings of dyads.
 
@@ -105,17 +110,32 @@ def fit_lfpl(
         sparse: Use sparse gradients (for very large ``|R|`` or ``|C|``).
         seed: Seed of the shuffling and of the validation split.
         progress: Show a progress bar (only on a terminal).
+        threads: CPU intra-op threads during the fit: ``"auto"`` (see
+            :mod:`botorch_pref.lfpl.runtime`), a number, or ``None`` for torch's setting.
 
     Returns:
         A :class:`FitResult`. The model's ``seen_rows`` and ``seen_cols`` record the ids of the
         rankings it was trained on.
     """
     _check_common(method, epochs, batch_size, lr, reg, patience)
+    _check_number("min_delta", min_delta, positive=False)
+    if not isinstance(rankings, DyadRankings):
+        raise TypeError(f"rankings must be DyadRankings, got {type(rankings).__name__}.")
     model._check_sizes(rankings)
-    if isinstance(validation, float):
-        rankings, validation = rankings.split(validation, seed=seed)
-    elif validation is not None:
+    if isinstance(validation, (int, float)) and not isinstance(validation, bool):
+        if not 0.0 < validation < 1.0:
+            raise ValueError(
+                f"validation as a fraction must lie in (0, 1), got {validation!r} (pass None "
+                "to train without a validation set)."
+            )
+        rankings, validation = rankings.split(float(validation), seed=seed)
+    elif isinstance(validation, DyadRankings):
         model._check_sizes(validation)
+    elif validation is not None:
+        raise TypeError(
+            "validation must be DyadRankings, a fraction in (0, 1) or None, got "
+            f"{type(validation).__name__}."
+        )
     if len(rankings) == 0:
         raise ValueError("no training rankings.")
     device = model.U.device
@@ -145,21 +165,22 @@ def fit_lfpl(
         def val_loss() -> float:
             return _chunked_mean_nll(model, val)
 
-    result = _train(
-        model,
-        batches,
-        batch_loss,
-        val_loss,
-        method=method,
-        optimizer=None,
-        epochs=epochs,
-        lr=lr,
-        patience=patience,
-        min_delta=min_delta,
-        sparse=sparse,
-        progress=progress,
-        desc="fit_lfpl",
-    )
+    with lfpl_threads(threads, device):
+        result = _train(
+            model,
+            batches,
+            batch_loss,
+            val_loss,
+            method=method,
+            optimizer=None,
+            epochs=epochs,
+            lr=lr,
+            patience=patience,
+            min_delta=min_delta,
+            sparse=sparse,
+            progress=progress,
+            desc="fit_lfpl",
+        )
     model.mark_seen(train)
     return result
 
@@ -216,21 +237,35 @@ def lfpl_batch_objective(
 
 
 # ---------------------------------------------------------------------------- shared machinery
+def _check_int(name: str, value: object, minimum: int) -> None:
+    """Raise unless ``value`` is an integer (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}.")
+    if int(value) < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value!r}.")
+
+
+def _check_number(name: str, value: object, positive: bool) -> None:
+    """Raise unless ``value`` is a finite real number, positive or non-negative."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r}.")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        kind = "positive" if positive else "non-negative"
+        raise ValueError(f"{name} must be {kind} and finite, got {value!r}.")
+
+
 def _check_common(
     method: str, epochs: int, batch_size: int, lr: float | None, reg: float, patience: int
 ) -> None:
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
-    if epochs < 1:
-        raise ValueError(f"epochs must be at least 1, got {epochs}.")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
-    if lr is not None and not lr > 0:
-        raise ValueError(f"lr must be positive, got {lr}.")
-    if not reg >= 0:
-        raise ValueError(f"reg must be non-negative, got {reg}.")
-    if patience < 1:
-        raise ValueError(f"patience must be at least 1, got {patience}.")
+    _check_int("epochs", epochs, 1)
+    _check_int("batch_size", batch_size, 1)
+    if lr is not None:
+        _check_number("lr", lr, positive=True)
+    _check_number("reg", reg, positive=False)
+    _check_int("patience", patience, 1)
 
 
 def _gather(table: Tensor, ids: Tensor, sparse: bool) -> Tensor:
@@ -341,4 +376,5 @@ def _train(
         result.best_epoch = result.epochs_run - 1
     model.eval()
     result.seconds = time.perf_counter() - start
+    result.threads = torch.get_num_threads()
     return result

@@ -1,0 +1,243 @@
+r"""A training step for LFPL/IF without autograd: hand-derived gradients and row-sparse AdaGrad.
+
+One training example is a user :math:`u`, an item :math:`p` the user interacted with and
+:math:`L` items :math:`n_1, \dots, n_L` the user did not interact with. Its loss is the
+Plackett-Luce (choice) negative log-likelihood that :math:`p` comes first among the
+:math:`L + 1` dyads :math:`(u, p), (u, n_1), \dots, (u, n_L)` -- the top-1 stage of a
+Plackett-Luce ranking, so ``L = 1`` is the BPR pair loss -- plus a penalty on the factors it
+touches:
+
+.. math::
+
+    \ell = \log\Big(e^{s_0} + \sum_{l=1}^{L} e^{s_l}\Big) - s_0
+        + \frac{\lambda}{2}\Big(\lVert U_u\rVert^2 + \lVert V_p\rVert^2
+        + \sum_l \lVert V_{n_l}\rVert^2\Big),
+    \qquad s_0 = U_u^\top V_p,\ s_l = U_u^\top V_{n_l}.
+
+With the softmax :math:`\pi_l = e^{s_l} / \sum_{m=0}^{L} e^{s_m}` the gradients are
+
+.. math::
+
+    \frac{\partial \ell}{\partial U_u} = (\pi_0 - 1) V_p + \sum_l \pi_l V_{n_l} + \lambda U_u,
+    \quad
+    \frac{\partial \ell}{\partial V_p} = (\pi_0 - 1) U_u + \lambda V_p,
+    \quad
+    \frac{\partial \ell}{\partial V_{n_l}} = \pi_l U_u + \lambda V_{n_l}.
+
+A mini-batch :math:`B` minimises the mean :math:`\frac{1}{|B|}\sum_B \ell`; the per-example
+gradients are summed per row with ``index_add_``. AdaGrad then moves only the rows the batch
+touched (:class:`RowAdagrad`): for a row :math:`r` with summed gradient :math:`g_r`,
+
+.. math::
+
+    G_r \leftarrow G_r + g_r \odot g_r, \qquad
+    W_r \leftarrow W_r - \eta\, g_r / (\sqrt{G_r} + \epsilon),
+
+which is exactly ``torch.optim.Adagrad`` on the full table (rows without gradient do not move
+there either), at a cost that grows with the batch, not with the table. Nothing in a step reads
+a value back to the host, so a step is a fixed sequence of kernels on CPU or CUDA.
+
+The *alternating* step (Schaefer 2017) moves ``U`` with ``V`` fixed and then ``V`` with the new
+``U``; the *joint* step moves both from the same gradients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+__all__ = ["RowAdagrad", "choice_step", "hardest_negatives"]
+
+
+class RowAdagrad:
+    """AdaGrad on the rows of a factor table, in place, touching only the rows given.
+
+    Attributes:
+        table: The factor table (updated in place).
+        sum_sq: The running sums of squared gradients, same shape as ``table``.
+        eps: The term added to the root in the denominator.
+    """
+
+    def __init__(self, table: Tensor, eps: float = 1e-10, initial_accumulator: float = 0.0):
+        """Wrap ``table``.
+
+        Args:
+            table: ``(n, K)`` floating tensor to update in place (e.g. ``model.U.data``).
+            eps: Denominator term, as ``torch.optim.Adagrad``'s ``eps``.
+            initial_accumulator: Initial value of the squared-gradient sums.
+        """
+        self.table = table
+        self.sum_sq = torch.full_like(table, float(initial_accumulator))
+        self._grad = torch.zeros_like(table)
+        self._decay: Tensor | None = None
+        self.eps = float(eps)
+
+    @property
+    def grad(self) -> Tensor:
+        """The summed gradient buffer (zero between steps); data-parallel training reduces it."""
+        return self._grad
+
+    def accumulate(self, ids: Tensor, grads: Tensor) -> None:
+        """Add gradient contributions to the buffer.
+
+        Args:
+            ids: ``(n,)`` row ids, repeats allowed (their gradients add up).
+            grads: ``(n, K)`` gradient contributions, one per id.
+        """
+        self._grad.index_add_(0, ids, grads)
+
+    def accumulate_decay(self, ids: Tensor, weight: float) -> None:
+        """Add ``weight * table[id]`` to the gradient of each id occurrence (a penalty term).
+
+        The term is summed per row as an occurrence count and read when the step is taken,
+        so it costs one number per occurrence instead of a row.
+
+        Args:
+            ids: ``(n,)`` row ids, repeats allowed.
+            weight: Weight per occurrence.
+        """
+        if self._decay is None:
+            self._decay = torch.zeros(
+                self.table.shape[0], dtype=self.table.dtype, device=ids.device
+            )
+        self._decay.index_add_(
+            0, ids, torch.full(ids.shape, weight, dtype=self.table.dtype, device=ids.device)
+        )
+
+    def reduce_pending(self) -> None:
+        """Fold the pending penalty terms into the gradient buffer (before a reduction)."""
+        if self._decay is not None:
+            self._grad.addcmul_(self._decay.unsqueeze(-1), self.table)
+            self._decay.zero_()
+
+    def apply(self, ids: Tensor | None, lr: float) -> None:
+        """One AdaGrad step from the buffer, which is then cleared.
+
+        Args:
+            ids: The rows that may have a gradient (repeats allowed), or ``None`` for the whole
+                table; rows without gradient do not move either way.
+            lr: Learning rate.
+        """
+        if ids is None or ids.shape[0] * 4 >= self.table.shape[0]:
+            # Most rows are touched: whole-table arithmetic is cheaper than indexing.
+            self.reduce_pending()
+            g = self._grad
+            self.sum_sq.addcmul_(g, g)
+            self.table.addcdiv_(g, self.sum_sq.sqrt().add_(self.eps), value=-lr)
+            g.zero_()
+            return
+        g = self._grad[ids]
+        if self._decay is not None:
+            g.addcmul_(self._decay[ids].unsqueeze(-1), self.table[ids])
+            self._decay[ids] = 0.0
+        # Repeated ids read the same summed gradient and write the same new values.
+        sum_sq = self.sum_sq[ids].addcmul_(g, g)
+        self.sum_sq[ids] = sum_sq
+        self.table[ids] = self.table[ids].addcdiv_(g, sum_sq.sqrt_().add_(self.eps), value=-lr)
+        self._grad[ids] = 0.0
+
+    def step(self, ids: Tensor, grads: Tensor, lr: float) -> None:
+        """Sum ``grads`` per row id and take one AdaGrad step on those rows.
+
+        Args:
+            ids: ``(n,)`` row ids, repeats allowed (their gradients add up).
+            grads: ``(n, K)`` gradient contributions, one per id.
+            lr: Learning rate.
+        """
+        self.accumulate(ids, grads)
+        self.apply(ids, lr)
+
+
+def _choice_weights(u: Tensor, vp: Tensor, vn: Tensor, scale: float) -> tuple[Tensor, ...]:
+    """``(d loss / d s_0, d loss / d s_l, summed nll)`` of a batch, the mean loss scaled."""
+    s_pos = (u * vp).sum(-1, keepdim=True)
+    # A batched matrix-vector product: about twice as fast as multiply-and-sum on CPU.
+    s_neg = torch.bmm(vn, u.unsqueeze(-1)).squeeze(-1)
+    logits = torch.cat([s_pos, s_neg], dim=-1)
+    lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+    prob = (logits - lse).exp_().mul_(scale)
+    nll = (lse - s_pos).sum()
+    return prob[:, :1] - scale, prob[:, 1:], nll
+
+
+def choice_step(
+    opt_u: RowAdagrad,
+    opt_v: RowAdagrad,
+    users: Tensor,
+    positives: Tensor,
+    negatives: Tensor,
+    reg: float,
+    lr: float,
+    alternating: bool = True,
+    reduce_v: Callable[[Tensor], None] | None = None,
+) -> Tensor:
+    """One AdaGrad step on a batch of choice examples (the gradients of the module docstring).
+
+    Args:
+        opt_u: AdaGrad state of the user factors.
+        opt_v: AdaGrad state of the item factors.
+        users: ``(B,)`` user ids.
+        positives: ``(B,)`` observed items.
+        negatives: ``(B, L)`` unobserved items.
+        reg: Penalty weight ``lambda``.
+        lr: Learning rate of this step.
+        alternating: Step on ``U`` first and recompute the gradients of ``V`` with the new
+            ``U`` (Schaefer 2017); otherwise one joint step from the same gradients.
+        reduce_v: Data-parallel training: called on the summed gradient buffer of ``V`` before
+            the step, in place (an all-reduce over processes); ``V`` then takes a whole-table
+            step. The ``U`` rows of a batch must belong to this process alone.
+
+    Returns:
+        The summed choice negative log-likelihood of the batch before the step, without the
+        penalty (a 0-d tensor on the device; no host sync).
+    """
+    U, V = opt_u.table, opt_v.table
+    scale = 1.0 / users.shape[0]
+    decay = reg * scale
+    u, vp, vn = U[users], V[positives], V[negatives]
+    g_pos, g_neg, nll = _choice_weights(u, vp, vn, scale)
+    grad_u = (g_neg.unsqueeze(-1) * vn).sum(1).addcmul_(g_pos, vp).add_(u, alpha=decay)
+    opt_u.step(users, grad_u, lr)
+    if alternating:
+        # V has not moved: only the user rows are read again.
+        u = U[users]
+        g_pos, g_neg, _ = _choice_weights(u, vp, vn, scale)
+    flat = negatives.reshape(-1)
+    opt_v.accumulate(positives, torch.addcmul(vp * decay, g_pos, u))
+    opt_v.accumulate(flat, (g_neg.unsqueeze(-1) * u.unsqueeze(1)).reshape(flat.shape[0], -1))
+    # The penalty's gradient on the negatives, lambda / B * V_j per occurrence, is added per
+    # row from occurrence counts instead of per occurrence.
+    opt_v.accumulate_decay(flat, decay)
+    if reduce_v is not None:
+        opt_v.reduce_pending()
+        reduce_v(opt_v.grad)
+        opt_v.apply(None, lr)
+    elif (positives.shape[0] + flat.shape[0]) * 4 >= V.shape[0]:
+        opt_v.apply(None, lr)
+    else:
+        opt_v.apply(torch.cat([positives, flat]), lr)
+    return nll
+
+
+@torch.no_grad()
+def hardest_negatives(U: Tensor, V: Tensor, users: Tensor, candidates: Tensor, n: int) -> Tensor:
+    """The ``n`` highest-scoring of each user's candidate negatives (adaptive sampling).
+
+    Dynamic negative sampling (Zhang et al. 2013): of ``C`` uniformly drawn unobserved items
+    keep those the current model ranks highest, the ones the loss learns most from.
+
+    Args:
+        U: ``(n_users, K)`` user factors.
+        V: ``(n_items, K)`` item factors.
+        users: ``(B,)`` user ids.
+        candidates: ``(B, C)`` unobserved items.
+        n: How many to keep, at most ``C``.
+
+    Returns:
+        ``(B, n)`` item ids.
+    """
+    scores = torch.bmm(V[candidates], U[users].unsqueeze(-1)).squeeze(-1)
+    top = scores.topk(n, dim=-1, sorted=False).indices
+    return candidates.gather(-1, top)
