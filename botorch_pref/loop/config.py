@@ -39,6 +39,8 @@ from botorch_pref.models.factories import MODEL_FACTORIES, ModelFactory
 
 __all__ = ["STRATEGIES", "LoopConfig", "acquisition_effort"]
 
+#: The query strategies of the loop: analytic EUBO on pairs, Monte-Carlo qEUBO on ``q``
+#: options, champion-challenger, and uniformly random queries (the baseline).
 STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
 
 # Caps on the acquisition optimiser's effort (see the module docstring).

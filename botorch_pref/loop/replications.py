@@ -32,14 +32,17 @@ import torch
 from torch import Tensor
 
 from botorch_pref.loop.answers import Answer
-from botorch_pref.loop.config import LoopConfig
+from botorch_pref.loop.config import STRATEGIES, LoopConfig
 from botorch_pref.loop.state import LoopState
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
 __all__ = ["BATCHED_STRATEGIES", "REGRET_FLOOR", "ReplicationResults", "run_replications"]
 
-BATCHED_STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
+#: The strategies :func:`run_replications` runs (all of the loop's).
+BATCHED_STRATEGIES = STRATEGIES
+#: Regrets are clipped below at this value before ``log10`` (a run that found the optimum
+#: exactly would otherwise give minus infinity).
 REGRET_FLOOR = 1e-12
 
 

@@ -165,6 +165,8 @@ def pairwisegp_model(
     return model, PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model)
 
 
+#: The model factories by name, as ``PreferenceOptimizer(model=...)`` and the benchmarks take
+#: them: ``"laplace"``, ``"laplace-box"`` and ``"pairwisegp"``.
 MODEL_FACTORIES: dict[str, ModelFactory] = {
     "laplace": laplace_model,
     "laplace-box": laplace_box_model,
