@@ -18,9 +18,9 @@ restart. Modules, one concern each:
   ``botorch-pref session`` and its interactive loop.
 """
 
-from botorch_pref.sessions.connection import DatabaseAccessError
 from botorch_pref.sessions.errors import (
     CorruptDatabaseError,
+    DatabaseAccessError,
     DatabaseBusyError,
     ImportFormatError,
     InvalidAnswerError,

@@ -21,24 +21,21 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from botorch_pref.sessions.errors import (
     CorruptDatabaseError,
+    DatabaseAccessError,
     DatabaseBusyError,
     SessionError,
     SessionNotFoundError,
     one_line,
 )
 
-__all__ = ["Connection", "DatabaseAccessError"]
+__all__ = ["Closing", "Connection"]
 
 _FIRST_WAIT_S = 0.001
 _LONGEST_WAIT_S = 0.05
-
-
-class DatabaseAccessError(SessionError):
-    """The database file (or the directory it needs to write beside it) cannot be used."""
 
 
 def _is_busy(err: sqlite3.Error) -> bool:
@@ -47,7 +44,21 @@ def _is_busy(err: sqlite3.Error) -> bool:
     return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text or "busy" in text
 
 
-class Connection:
+class Closing:
+    """A context manager whose exit calls :meth:`close`."""
+
+    def close(self) -> None:
+        """Release what the object holds."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Connection(Closing):
     """An SQLite connection in autocommit mode whose errors are :class:`SessionError` s.
 
     Args:

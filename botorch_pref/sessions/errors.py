@@ -13,6 +13,7 @@ from botorch_pref.loop import InvalidAnswerError
 __all__ = [
     "USER_ERRORS",
     "CorruptDatabaseError",
+    "DatabaseAccessError",
     "DatabaseBusyError",
     "ImportFormatError",
     "InvalidAnswerError",
@@ -43,6 +44,10 @@ class SchemaVersionError(SessionError):
 
 class CorruptDatabaseError(SessionError):
     """The file is not a readable session database."""
+
+
+class DatabaseAccessError(SessionError):
+    """The database file (or the directory it needs to write beside it) cannot be used."""
 
 
 class DatabaseBusyError(SessionError):

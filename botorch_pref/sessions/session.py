@@ -35,6 +35,7 @@ from typing import Any, TextIO
 
 from botorch_pref.loop import STRATEGIES, PreferenceOptimizer
 from botorch_pref.sessions import exchange, export
+from botorch_pref.sessions.connection import Closing
 from botorch_pref.sessions.errors import SessionError
 from botorch_pref.sessions.model import SessionModel
 from botorch_pref.sessions.records import (
@@ -64,7 +65,7 @@ __all__ = ["ASK_ATTEMPTS", "Session"]
 ASK_ATTEMPTS = 3
 
 
-class Session:
+class Session(Closing):
     """A named preferential-BO study stored in an SQLite file.
 
     Use :meth:`create` or :meth:`open`; a session holds one database connection (close it, or use
@@ -186,12 +187,6 @@ class Session:
     def close(self) -> None:
         """Close the database connection."""
         self._store.close()
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------- properties
     @property

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from botorch_pref.loop.answers import Answer as ValidAnswer
-from botorch_pref.sessions.connection import Connection
+from botorch_pref.sessions.connection import Closing, Connection
 from botorch_pref.sessions.errors import (
     QueryNotPendingError,
     SessionError,
@@ -57,7 +57,7 @@ from botorch_pref.sessions.sql import (
 __all__ = ["Store"]
 
 
-class Store:
+class Store(Closing):
     """A connection to a session database (one per process and thread).
 
     Args:
@@ -90,12 +90,6 @@ class Store:
     def close(self) -> None:
         """Close the connection."""
         self.connection.close()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def integrity_check(self) -> str:
         """``PRAGMA integrity_check``: ``"ok"`` for an intact file.
