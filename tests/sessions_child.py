@@ -14,7 +14,9 @@ The child prints, each line written with one ``write`` call and flushed at once:
 * ``ACK <label> <query id> <answer id> <kind> <winner>`` after an answer was committed;
 * ``UNDO <label> <answer id>`` after an answer was retracted;
 * ``LOST <label> <query id> <message>`` when another process answered the query first;
-* ``DONE <label>`` after ``max_steps`` steps; ``ERROR <label> <message>`` on anything else.
+* ``DONE <label>`` after ``max_steps`` steps; ``ERROR <label> <message>`` on anything else;
+* ``CREATED <label>`` after creating a session (a command with ``"create": true``: the child
+  waits for the file ``go`` in ``barrier``, then creates the session ``name`` in ``db``).
 
 Command fields: ``seed`` (the simulated user's), ``max_steps``, ``p_skip``, ``p_tie``,
 ``p_undo`` (probabilities of each answer), ``think`` (the most seconds the simulated person
@@ -36,7 +38,7 @@ import time
 import traceback
 
 from botorch_pref.sessions import QueryNotPendingError, Session
-from botorch_pref.sessions.store import Store
+from botorch_pref.sessions.connection import Connection
 
 
 def emit(text: str) -> None:
@@ -89,14 +91,22 @@ def step(session: Session, label: str, rng: random.Random, cmd: dict) -> None:
 
 def slow_commits(rng: random.Random, delay: float) -> None:
     """Wait up to ``delay`` seconds before each COMMIT, so that kills land inside transactions."""
-    execute = Store._execute
+    execute = Connection.execute
 
-    def slow(self: Store, sql: str, params: tuple = ()) -> object:
+    def slow(self: Connection, sql: str, params: tuple = ()) -> object:
         if sql == "COMMIT":
             time.sleep(rng.uniform(0.0, delay))
         return execute(self, sql, params)
 
-    Store._execute = slow
+    Connection.execute = slow
+
+
+def create(cmd: dict) -> None:
+    """Create a session as soon as the barrier opens."""
+    wait_for(os.path.join(cmd["barrier"], "go"))
+    params = {"x": (0.0, 1.0), "y": (-2.0, 3.0)}
+    Session.create(cmd["db"], cmd["name"], params, "random", seed=cmd.get("seed", 0)).close()
+    emit(f"CREATED {cmd['label']}")
 
 
 def child(cmd: dict) -> None:
@@ -104,6 +114,9 @@ def child(cmd: dict) -> None:
     label = cmd["label"]
     status = 0
     try:
+        if cmd.get("create"):
+            create(cmd)
+            os._exit(0)
         rng = random.Random(cmd.get("seed", 0))
         if cmd.get("commit_delay"):
             slow_commits(rng, cmd["commit_delay"])

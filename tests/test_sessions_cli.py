@@ -7,10 +7,13 @@ import json
 import os
 import pty
 import select
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -308,3 +311,82 @@ def test_terminal_session_quit_resume_export(db, tmp_path, capsys, monkeypatch):
     assert [a["kind"] for a in data["answers"]] == ["winner", "skip", "winner", "tie"]
     assert data["answers"][1]["retracted_at"] is not None
     assert all(a["response_s"] >= 0 for a in data["answers"])
+
+
+def test_export_errors_are_one_line_and_keep_the_previous_file(db, tmp_path, capsys, monkeypatch):
+    """Before, an unwritable path or a directory ended in a traceback, and exports were written
+    in place (a crash mid-export truncated the previous file)."""
+    run_cli(capsys, monkeypatch, "session", "run", db, "alice", stdin="a\nb\nq\n")
+    cases = [
+        (tmp_path, "is a directory"),
+        (tmp_path / "no" / "such" / "dir.csv", "No such file or directory"),
+    ]
+    for target, match in cases:
+        status, _, err = run_cli(capsys, monkeypatch, "session", "export", db, "alice", "-o",
+                                 target)  # fmt: skip
+        assert status == 2 and match in err and len(err.strip().splitlines()) == 1, err
+    target = tmp_path / "alice.csv"
+    status, _, _ = run_cli(capsys, monkeypatch, "session", "export", db, "alice", "-o", target)
+    before = target.read_bytes()
+    run_cli(capsys, monkeypatch, "session", "run", db, "alice", stdin="a\nq\n")
+    from botorch_pref.sessions import export
+
+    def crash(session, state, out):
+        out.write("answer_id,partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export, "write_csv", crash)
+    status, _, err = run_cli(capsys, monkeypatch, "session", "export", db, "alice", "-o", target)
+    assert status == 2 and "No space left on device" in err
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".alice")) == []
+
+
+def test_negative_max_answers_is_rejected(db, capsys, monkeypatch):
+    for bad in ("-1", "0", "x"):
+        with pytest.raises(SystemExit) as exit_info:
+            run_cli(capsys, monkeypatch, "session", "run", db, "alice", "--max-answers", bad)
+        assert exit_info.value.code == 2 and "--max-answers" in capsys.readouterr().err
+    assert kinds(db) == []
+
+
+def test_damaged_pages_give_a_one_line_message(db, capsys, monkeypatch):
+    """Before, SQLite's integrity report was printed over several lines."""
+    run_cli(capsys, monkeypatch, "session", "run", db, "alice", stdin="a\nb\na\nq\n")
+    raw = sqlite3.connect(db)
+    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = raw.execute("PRAGMA page_size").fetchone()[0]
+    raw.close()
+    data = bytearray(db.read_bytes())
+    for p in range(1, len(data) // page):
+        data[p * page + 8 : p * page + 24] = b"\x13" * 16  # the cell pointers
+    db.write_bytes(bytes(data))
+    before = db.read_bytes()
+    status, _, err = run_cli(capsys, monkeypatch, "session", "status", db, "alice")
+    assert status == 2 and "damaged" in err and len(err.strip().splitlines()) == 1, err
+    assert db.read_bytes() == before
+
+
+def test_a_read_only_directory_is_named_as_the_problem():
+    """Before, a WAL database in a read-only directory was "not a readable session database"."""
+    folder = Path(tempfile.mkdtemp(prefix="ro-sessions-"))  # reachable by every user
+    db = folder / "study.db"
+    try:
+        Session.create(db, "alice", {"x": (0.0, 1.0)}, "random", seed=0).close()
+        db.chmod(0o666)
+        folder.chmod(0o555)
+        # root writes anywhere: run as nobody then
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        proc = subprocess.run(
+            [*(as_nobody if os.geteuid() == 0 else []), sys.executable, "-m", "botorch_pref.cli",
+             "session", "status", str(db), "alice"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # fmt: skip
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder)
+    assert proc.returncode == 2
+    assert "is not writable" in proc.stderr and "-wal" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -316,3 +316,32 @@ def test_two_processes_answer_freely(server, tmp_path):
         for h in history:
             assert (h.query.id, h.answer.kind, h.answer.winner) == ledger.acked[h.answer.id]
         assert s.store.integrity_check() == "ok"
+
+
+def test_processes_creating_sessions_in_a_fresh_file_at_once(server, tmp_path):
+    """Before, about 3 in 120 simultaneous creations failed with a false CorruptDatabaseError
+    or an instant DatabaseBusyError; every one must succeed."""
+    n_files, n_children = 4, 8
+    for round_ in range(n_files):
+        barrier = tmp_path / f"barrier{round_}"
+        barrier.mkdir()
+        db = tmp_path / f"fresh{round_}.db"
+        for i in range(n_children):
+            server.spawn(label=f"C{round_}_{i}", db=str(db), name=f"s{i}", seed=i, create=True,
+                         barrier=str(barrier))  # fmt: skip
+        (barrier / "go").touch()
+        created, exited = set(), 0
+        while exited < n_children:
+            line = server.next_line()  # fails the test on a child's ERROR
+            if line.startswith("CREATED"):
+                created.add(line.split()[1])
+            elif line.startswith("EXIT"):
+                exited += 1
+                assert line.split()[3] == "0", line
+        assert len(created) == n_children
+        summaries = Session.list(db)
+        assert sorted(m.name for m in summaries) == sorted(f"s{i}" for i in range(n_children))
+        raw = sqlite3.connect(db)
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        raw.close()

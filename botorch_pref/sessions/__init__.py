@@ -2,23 +2,25 @@
 
 A person answering comparisons is the scarcest resource of preferential BO: every answer is
 committed in its own transaction before the next query is generated, the model is rebuilt from
-the stored answers on resume, and a pending query is shown again after a restart. See
-:class:`Session` for the Python API, :mod:`botorch_pref.sessions.store` for the schema and
-:mod:`botorch_pref.sessions.cli` for ``botorch-pref session``.
+the stored answers and hyperparameters on resume, and a pending query is shown again after a
+restart. Modules, one concern each:
+
+* :mod:`~botorch_pref.sessions.errors`: the exceptions;
+* :mod:`~botorch_pref.sessions.schema`: the tables, their version and migrations;
+* :mod:`~botorch_pref.sessions.records`: the row types (:class:`Query`, :class:`Answer`, ...);
+* :mod:`~botorch_pref.sessions.connection`: statements, transactions, busy timeout, errors;
+* :mod:`~botorch_pref.sessions.store`: reads and writes of sessions, queries and answers;
+* :mod:`~botorch_pref.sessions.model`: the optimiser rebuilt from the stored answers;
+* :mod:`~botorch_pref.sessions.session`: :class:`Session`, the Python API;
+* :mod:`~botorch_pref.sessions.export` and :mod:`~botorch_pref.sessions.exchange`: export and
+  import;
+* :mod:`~botorch_pref.sessions.cli` and :mod:`~botorch_pref.sessions.terminal`:
+  ``botorch-pref session`` and its interactive loop.
 """
 
-from botorch_pref.sessions.session import (
-    Answer,
-    Best,
-    HistoryEntry,
-    Progress,
-    Query,
-    Session,
-    SessionSummary,
-)
-from botorch_pref.sessions.store import (
-    SCHEMA_VERSION,
+from botorch_pref.sessions.errors import (
     CorruptDatabaseError,
+    DatabaseAccessError,
     DatabaseBusyError,
     ImportFormatError,
     InvalidAnswerError,
@@ -28,12 +30,23 @@ from botorch_pref.sessions.store import (
     SessionExistsError,
     SessionNotFoundError,
 )
+from botorch_pref.sessions.records import (
+    Answer,
+    Best,
+    HistoryEntry,
+    Progress,
+    Query,
+    SessionSummary,
+)
+from botorch_pref.sessions.schema import SCHEMA_VERSION
+from botorch_pref.sessions.session import Session
 
 __all__ = [
     "SCHEMA_VERSION",
     "Answer",
     "Best",
     "CorruptDatabaseError",
+    "DatabaseAccessError",
     "DatabaseBusyError",
     "HistoryEntry",
     "ImportFormatError",

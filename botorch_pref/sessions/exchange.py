@@ -1,15 +1,7 @@
-"""Export of sessions to CSV and JSON, and import of comparisons collected elsewhere.
+"""Import of comparisons collected elsewhere into a session.
 
-JSON export (``format: "botorch-pref-session"``) holds everything: the session's problem and
-settings, every query (options, source, show times, status) and every answer (retracted ones
-too, with their retraction time).
-
-CSV export has one row per option of every answer (retracted ones too), so a spreadsheet can
-filter and pivot it: ``answer_id, query_id, query_number, source, kind, winner, ranking,
-answered_at, shown_at, response_s, retracted_at, option`` and one column per parameter. A
-ranking is written best first, separated by spaces.
-
-Import reads either export (retracted answers are left out), or comparisons in a plain form:
+Import reads either export of :mod:`botorch_pref.sessions.export` (retracted answers are left
+out), or comparisons in a plain form:
 
 * JSON: a list (or ``{"comparisons": [...]}``) of records ``{"options": [[...], [...]],
   "winner": 0}``, with ``"ranking": [2, 0, 1]`` instead of ``winner``, or ``"kind": "skip"`` /
@@ -32,171 +24,17 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from botorch_pref.sessions.store import (
-    AnswerRow,
-    ImportFormatError,
-    InvalidAnswerError,
-    NewAnswer,
-    QueryRow,
-    SessionRow,
-    check_answer,
-)
+from botorch_pref.loop.answers import Answer as ValidAnswer
+from botorch_pref.sessions.errors import ImportFormatError, InvalidAnswerError
+from botorch_pref.sessions.export import EXPORT_FORMAT
+from botorch_pref.sessions.records import check_answer
 
-__all__ = [
-    "CSV_COLUMNS",
-    "EXPORT_FORMAT",
-    "ImportRecord",
-    "parse_comparisons",
-    "read_comparisons",
-    "session_to_dict",
-    "write_csv",
-    "write_json",
-]
-
-#: The ``format`` field of a JSON export.
-EXPORT_FORMAT = "botorch-pref-session"
-#: The fixed columns of a CSV export (the parameters follow, one column each).
-CSV_COLUMNS = (
-    "answer_id",
-    "query_id",
-    "query_number",
-    "source",
-    "kind",
-    "winner",
-    "ranking",
-    "answered_at",
-    "shown_at",
-    "response_s",
-    "retracted_at",
-    "option",
-)
+__all__ = ["ImportRecord", "parse_comparisons", "read_comparisons"]
 
 #: ``(designs, answer, answered_at)``: one answered query to import.
-ImportRecord = tuple[list[list[float]], NewAnswer, "str | None"]
-
-
-def _status(query: QueryRow, standing: set[int], pending_id: int | None) -> str:
-    if query.id in standing:
-        return "answered"
-    if query.id == pending_id:
-        return "pending"
-    if query.withdrawn_at is not None:
-        return "withdrawn"
-    return "unanswered"
-
-
-def session_to_dict(
-    session: SessionRow,
-    queries: Sequence[QueryRow],
-    answers: Sequence[AnswerRow],
-    pending_id: int | None,
-    schema_version: int,
-) -> dict[str, Any]:
-    """The JSON export of a session.
-
-    Args:
-        session: The session row.
-        queries: All its queries.
-        answers: All its answers (retracted ones included).
-        pending_id: The id of the pending query, or ``None``.
-        schema_version: The store's schema version.
-
-    Returns:
-        A JSON-serialisable dict.
-    """
-    names = [p[0] for p in session.parameters]
-    standing = {a.query_id for a in answers if a.retracted_at is None}
-    return {
-        "format": EXPORT_FORMAT,
-        "schema_version": schema_version,
-        "session": {
-            "name": session.name,
-            "parameters": [{"name": n, "low": lo, "high": hi} for n, lo, hi in session.parameters],
-            "strategy": session.strategy,
-            "q": session.q,
-            "seed": session.seed,
-            "options": session.options,
-            "budget": session.budget,
-            "package_version": session.package_version,
-            "created_at": session.created_at,
-        },
-        "parameter_names": names,
-        "queries": [
-            {
-                "id": q.id,
-                "number": q.number,
-                "source": q.source,
-                "status": _status(q, standing, pending_id),
-                "options": [list(x) for x in q.designs],
-                "created_at": q.created_at,
-                "first_shown_at": q.first_shown_at,
-                "last_shown_at": q.last_shown_at,
-                "times_shown": q.times_shown,
-                "withdrawn_at": q.withdrawn_at,
-            }
-            for q in queries
-        ],
-        "answers": [
-            {
-                "id": a.id,
-                "query_id": a.query_id,
-                "kind": a.kind,
-                "winner": a.winner,
-                "ranking": None if a.ranking is None else list(a.ranking),
-                "answered_at": a.answered_at,
-                "shown_at": a.shown_at,
-                "response_s": a.response_s,
-                "retracted_at": a.retracted_at,
-            }
-            for a in answers
-        ],
-    }
-
-
-def write_json(data: Mapping[str, Any], out: TextIO) -> None:
-    """Write a JSON export.
-
-    Args:
-        data: The dict from :func:`session_to_dict`.
-        out: A text stream.
-    """
-    json.dump(data, out, indent=2)
-    out.write("\n")
-
-
-def write_csv(
-    session: SessionRow, queries: Sequence[QueryRow], answers: Sequence[AnswerRow], out: TextIO
-) -> None:
-    """Write the CSV export: one row per option of every answer.
-
-    Args:
-        session: The session row.
-        queries: All its queries.
-        answers: All its answers (retracted ones included).
-        out: A text stream (open it with ``newline=""``).
-    """
-    by_id = {q.id: q for q in queries}
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([*CSV_COLUMNS, *(p[0] for p in session.parameters)])
-    for a in answers:
-        query = by_id[a.query_id]
-        fixed = [
-            a.id,
-            query.id,
-            query.number,
-            query.source,
-            a.kind,
-            "" if a.winner is None else a.winner,
-            "" if a.ranking is None else " ".join(str(i) for i in a.ranking),
-            a.answered_at,
-            a.shown_at or "",
-            "" if a.response_s is None else repr(a.response_s),
-            a.retracted_at or "",
-        ]
-        for option, x in enumerate(query.designs):
-            writer.writerow([*fixed, option, *(repr(v) for v in x)])
+ImportRecord = tuple[list[list[float]], ValidAnswer, "str | None"]
 
 
 # ------------------------------------------------------------------------ import
@@ -357,7 +195,7 @@ def _check_value(value: Any, parameter: tuple[str, float, float], j: int) -> flo
     return v
 
 
-def _check_record_answer(rec: Mapping[str, Any], q: int) -> NewAnswer:
+def _check_record_answer(rec: Mapping[str, Any], q: int) -> ValidAnswer:
     """The answer of a record from ``kind``, ``winner`` and ``ranking``."""
     kind = rec.get("kind")
     winner, ranking = rec.get("winner"), rec.get("ranking")

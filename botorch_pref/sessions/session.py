@@ -1,19 +1,22 @@
 """Sessions: preferential BO with a person, every answer stored before the next query.
 
 A :class:`Session` is a named study in a session database (see
-:mod:`botorch_pref.sessions.store`). The stored answers are the source of truth: the
-:class:`~botorch_pref.loop.PreferenceOptimizer` is rebuilt from them by replaying the standing
-(not retracted) ``winner`` and ``ranking`` answers in the order they were committed, with the
-session's settings and seed, so a resumed session has the same data and hyperparameters as the
-process that recorded them, and the same next query.
+:mod:`botorch_pref.sessions.store`). The stored answers are the source of truth; the optimiser is
+rebuilt from them (:mod:`botorch_pref.sessions.model`) with the session's settings, seed and
+stored hyperparameters, so a resumed session has the same data, hyperparameters and next query as
+the process that recorded them, without refitting.
 
 A ``tie`` ("no preference") answer to a pair is given to the optimiser as well when the session
 models ties (``ties=True``, the default for new sessions with ``q = 2``: the pair likelihood is
 then ordinal, with a fitted threshold); an answer about ``q > 2`` options is a choice among them
 (or a Plackett-Luce ranking), not a set of pairs. ``skip`` answers, ties in sessions that do not
 model them (older sessions, ``q > 2``), are recorded with their times but not given to the
-optimiser. A query with a standing skip or tie is never proposed twice: uniformly random options
-(seeded by the session's seed and the number of answers) are asked instead.
+optimiser.
+
+:meth:`Session.ask` reads the session once (one read transaction), generates a new query with no
+lock held, then stores it in one short ``BEGIN IMMEDIATE`` transaction if the answers did not
+change meanwhile (else it generates again): other sessions in the same file never wait for a
+query to be generated, and processes asking one session at once all get the same query.
 
 Example:
     >>> s = Session.create("study.db", "alice", {"sweetness": (0, 10), "sourness": (0, 5)},
@@ -25,287 +28,44 @@ Example:
 
 from __future__ import annotations
 
-import io
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
-import torch
-
 from botorch_pref.loop import STRATEGIES, PreferenceOptimizer
-from botorch_pref.sessions import exchange
-from botorch_pref.sessions.store import (
-    SCHEMA_VERSION,
-    AnswerRow,
-    QueryRow,
-    SessionError,
+from botorch_pref.sessions import exchange, export
+from botorch_pref.sessions.connection import Closing
+from botorch_pref.sessions.errors import SessionError
+from botorch_pref.sessions.model import SessionModel
+from botorch_pref.sessions.records import (
+    Answer,
+    Best,
+    HistoryEntry,
+    Progress,
+    Query,
     SessionRow,
-    Store,
+    SessionState,
+    SessionSummary,
+    StoredBest,
     check_answer,
 )
-
-__all__ = ["Answer", "Best", "HistoryEntry", "Progress", "Query", "Session", "SessionSummary"]
-
-#: Optimiser settings a session stores (keyword arguments of PreferenceOptimizer).
-OPTIMIZER_OPTIONS = (
-    "n_initial",
-    "model",
-    "refit_every",
-    "refit_all_until",
-    "num_restarts",
-    "raw_samples",
-    "mc_samples",
-    "answers",
-    "ties",
-    "champion_variant",
+from botorch_pref.sessions.schema import SCHEMA_VERSION
+from botorch_pref.sessions.settings import (
+    check_settings,
+    normalize_parameters,
+    progress_from_counts,
 )
-_RESERVED_NAMES = frozenset(exchange.CSV_COLUMNS)
-_STREAM_FALLBACK = 0x5E55
+from botorch_pref.sessions.store import Store
+
+__all__ = ["ASK_ATTEMPTS", "Session"]
+
+#: How many times :meth:`Session.ask` generates a query with no lock held before it generates
+#: one under the write lock (when another process keeps answering the same session meanwhile).
+ASK_ATTEMPTS = 3
 
 
-@dataclass(frozen=True)
-class Query:
-    """A query shown to the person.
-
-    Attributes:
-        id: The id to answer it with.
-        number: Its position in the session, from 1.
-        names: The parameter names.
-        options: ``q`` designs, each a tuple of parameter values in the user's units.
-        source: ``"ask"`` or ``"import"``.
-        created_at: When it was generated (UTC, ISO 8601).
-        shown_at: When it was last shown (``ask`` returned it), or ``None``.
-        times_shown: How many times ``ask`` returned it (more than one after a restart).
-    """
-
-    id: int
-    number: int
-    names: tuple[str, ...]
-    options: tuple[tuple[float, ...], ...]
-    source: str
-    created_at: str
-    shown_at: str | None
-    times_shown: int
-
-    @property
-    def q(self) -> int:
-        """The number of options."""
-        return len(self.options)
-
-    def option(self, i: int) -> dict[str, float]:
-        """Option ``i`` as ``{name: value}``.
-
-        Args:
-            i: Option index.
-
-        Returns:
-            The parameter values by name.
-        """
-        return dict(zip(self.names, self.options[i], strict=True))
-
-    def as_dicts(self) -> list[dict[str, float]]:
-        """All options as ``{name: value}`` dicts.
-
-        Returns:
-            One dict per option.
-        """
-        return [self.option(i) for i in range(self.q)]
-
-    def tensor(self) -> torch.Tensor:
-        """The options as a ``q x d`` float64 tensor in the user's units.
-
-        Returns:
-            The tensor.
-        """
-        return torch.tensor(self.options, dtype=torch.float64)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A recorded answer.
-
-    Attributes:
-        id: Its id.
-        query_id: The query it answers.
-        kind: ``"winner"``, ``"ranking"``, ``"skip"`` or ``"tie"``.
-        winner: Index of the preferred option (for ``winner`` and ``ranking``), else ``None``.
-        ranking: The ranking, best first, for ``ranking``, else ``None``.
-        answered_at: When it was committed (UTC, ISO 8601).
-        response_s: Seconds from the query being shown to the answer, or ``None``.
-        retracted_at: When it was undone, or ``None`` while it stands.
-    """
-
-    id: int
-    query_id: int
-    kind: str
-    winner: int | None
-    ranking: tuple[int, ...] | None
-    answered_at: str
-    response_s: float | None
-    retracted_at: str | None
-
-    @classmethod
-    def from_row(cls, row: AnswerRow) -> Answer:
-        """Build from a store row.
-
-        Args:
-            row: The row.
-
-        Returns:
-            The answer.
-        """
-        return cls(
-            row.id,
-            row.query_id,
-            row.kind,
-            row.winner,
-            row.ranking,
-            row.answered_at,
-            row.response_s,
-            row.retracted_at,
-        )
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    """An answer with the query it answers.
-
-    Attributes:
-        answer: The answer.
-        query: The query.
-    """
-
-    answer: Answer
-    query: Query
-
-
-@dataclass(frozen=True)
-class Best:
-    """The recommendation: the compared design with the highest posterior mean utility.
-
-    Attributes:
-        x: The design, ``{name: value}`` in the user's units.
-        mean: Posterior mean of its utility.
-        std: Posterior standard deviation of its utility.
-        index: Its row in the optimiser's ``datapoints``.
-    """
-
-    x: dict[str, float]
-    mean: float
-    std: float
-    index: int
-
-
-@dataclass(frozen=True)
-class Progress:
-    """Counts of a session.
-
-    Attributes:
-        answered: Standing answers to asked queries (choices, skips and ties).
-        choices: Standing ``winner`` and ``ranking`` answers (imported ones included); the
-            optimiser learns from these.
-        skips: Standing skips (imported ones included).
-        ties: Standing "no preference" answers (imported ones included).
-        imported: Standing imported answers.
-        retracted: Undone answers.
-        queries: Queries stored (asked, imported, withdrawn).
-        pending: Whether a query awaits an answer.
-        budget: The planned number of answers, or ``None``.
-    """
-
-    answered: int
-    choices: int
-    skips: int
-    ties: int
-    imported: int
-    retracted: int
-    queries: int
-    pending: bool
-    budget: int | None
-
-    @property
-    def done(self) -> bool:
-        """Whether the budget is reached."""
-        return self.budget is not None and self.answered >= self.budget
-
-
-@dataclass(frozen=True)
-class SessionSummary:
-    """A line of :meth:`Session.list`.
-
-    Attributes:
-        name: Session name.
-        strategy: Its strategy.
-        q: Options per query.
-        parameters: Parameter names.
-        progress: Its counts.
-        created_at: Creation time.
-    """
-
-    name: str
-    strategy: str
-    q: int
-    parameters: tuple[str, ...]
-    progress: Progress
-    created_at: str
-
-
-def normalize_parameters(
-    parameters: Mapping[str, Sequence[float]] | Sequence[Sequence[Any]],
-) -> list[tuple[str, float, float]]:
-    """Check parameters given as ``[(name, low, high), ...]`` or ``{name: (low, high)}``.
-
-    Args:
-        parameters: The parameters and their bounds in the user's units.
-
-    Returns:
-        ``(name, low, high)`` triples.
-
-    Raises:
-        SessionError: For no parameters, a bad or repeated name, or bad bounds.
-    """
-    if isinstance(parameters, Mapping):
-        items = [(name, *_pair(name, b)) for name, b in parameters.items()]
-    else:
-        items = []
-        for p in parameters:
-            if isinstance(p, (str, bytes)) or not isinstance(p, Sequence) or len(p) != 3:
-                raise SessionError(f"A parameter is (name, low, high), got {p!r}.")
-            items.append((p[0], *_pair(p[0], p[1:])))
-    if not items:
-        raise SessionError("A session needs at least one parameter.")
-    names = [n for n, _, _ in items]
-    for name in names:
-        if not isinstance(name, str) or not name.strip() or name != name.strip():
-            raise SessionError(f"Parameter names must be non-empty strings, got {name!r}.")
-        if name in _RESERVED_NAMES:
-            raise SessionError(
-                f"{name!r} is a column of the CSV export; rename the parameter "
-                f"(reserved: {', '.join(sorted(_RESERVED_NAMES))})."
-            )
-    if len(set(names)) != len(names):
-        raise SessionError(f"Parameter names repeat: {names}.")
-    return items
-
-
-def _pair(name: Any, bounds: Any) -> tuple[float, float]:
-    try:
-        low, high = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise SessionError(
-            f"Parameter {name!r}: bounds must be (low, high), got {bounds!r}."
-        ) from None
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise SessionError(f"Parameter {name!r}: need finite bounds low < high, got {bounds!r}.")
-    return low, high
-
-
-class Session:
+class Session(Closing):
     """A named preferential-BO study stored in an SQLite file.
 
     Use :meth:`create` or :meth:`open`; a session holds one database connection (close it, or use
@@ -316,8 +76,7 @@ class Session:
     def __init__(self, store: Store, row: SessionRow) -> None:
         self._store = store
         self._row = row
-        self._opt: PreferenceOptimizer | None = None
-        self._applied: list[int] = []
+        self._model = SessionModel(row)
 
     # ------------------------------------------------------------ construction
     @classmethod
@@ -344,7 +103,7 @@ class Session:
             q: Options per query.
             seed: Seed of the optimiser; ``None`` draws one (it is stored).
             budget: The planned number of answers (shown as progress), or ``None``.
-            timeout: Seconds to wait for another process's write lock.
+            timeout: Seconds to wait for another process's lock.
             **optimizer_options: Other ``PreferenceOptimizer`` settings (``n_initial``,
                 ``model`` (a name), ``refit_every``, ``refit_all_until``, ``num_restarts``,
                 ``raw_samples``, ``mc_samples``, ``answers``, ``ties``, ``champion_variant``).
@@ -362,47 +121,12 @@ class Session:
         if not isinstance(name, str) or not name.strip():
             raise SessionError(f"A session name is a non-empty string, got {name!r}.")
         params = normalize_parameters(parameters)
-        unknown = sorted(set(optimizer_options) - set(OPTIMIZER_OPTIONS))
-        if unknown:
-            raise SessionError(
-                f"Unknown optimiser settings {unknown}; known: {', '.join(OPTIMIZER_OPTIONS)}."
-            )
-        if not isinstance(optimizer_options.get("model", "laplace"), str):
-            raise SessionError("model must be a name (a factory function cannot be stored).")
-        if budget is not None and (
-            isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
-        ):
-            raise SessionError(f"budget must be a positive integer, got {budget!r}.")
-        if seed is None:
-            seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] >> 2)
-        if (
-            "ties" not in optimizer_options
-            and q == 2
-            and optimizer_options.get("model", "laplace") != "pairwisegp"
-            and optimizer_options.get("answers", "auto") != "choice"
-        ):
-            optimizer_options["ties"] = True
-        bounds = [[lo for _, lo, _ in params], [hi for _, _, hi in params]]
-        try:
-            opt = PreferenceOptimizer(
-                bounds, strategy=strategy, q=q, seed=seed, **optimizer_options
-            )
-        except (TypeError, ValueError) as err:
-            raise SessionError(f"Bad optimiser settings: {err}") from None
+        settings = check_settings(params, strategy, q, seed, budget, dict(optimizer_options))
         from botorch_pref import __version__
 
         store = Store(path, create=True, timeout=timeout)
         try:
-            row = store.create_session(
-                name,
-                params,
-                opt.strategy,
-                opt.q,
-                opt.seed,
-                dict(optimizer_options),
-                budget,
-                __version__,
-            )
+            row = store.create_session(name, params, settings, budget, __version__)
         except BaseException:
             store.close()
             raise
@@ -415,7 +139,7 @@ class Session:
         Args:
             path: The database file.
             name: The session's name.
-            timeout: Seconds to wait for another process's write lock.
+            timeout: Seconds to wait for another process's lock.
 
         Returns:
             The session.
@@ -439,7 +163,7 @@ class Session:
 
     @staticmethod
     def list(path: str | os.PathLike[str]) -> list[SessionSummary]:
-        """The sessions in a database file.
+        """The sessions in a database file (read in one transaction).
 
         Args:
             path: The database file.
@@ -448,30 +172,21 @@ class Session:
             One summary per session, in creation order.
         """
         with Store(path) as store:
-            out = []
-            for name in store.session_names():
-                row = store.get_session(name)
-                out.append(
-                    SessionSummary(
-                        row.name,
-                        row.strategy,
-                        row.q,
-                        tuple(p[0] for p in row.parameters),
-                        _progress(store.session_counts(row.id), row.budget),
-                        row.created_at,
-                    )
+            return [
+                SessionSummary(
+                    row.name,
+                    row.strategy,
+                    row.q,
+                    row.names,
+                    progress_from_counts(counts, row.budget),
+                    row.created_at,
                 )
-        return out
+                for row, counts in store.summaries()
+            ]
 
     def close(self) -> None:
         """Close the database connection."""
         self._store.close()
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------- properties
     @property
@@ -492,12 +207,12 @@ class Session:
     @property
     def names(self) -> tuple[str, ...]:
         """The parameter names."""
-        return tuple(p[0] for p in self._row.parameters)
+        return self._row.names
 
     @property
     def bounds(self) -> list[list[float]]:
         """``[[lows...], [highs...]]`` in the user's units."""
-        return [[p[1] for p in self._row.parameters], [p[2] for p in self._row.parameters]]
+        return self._model.bounds
 
     @property
     def strategy(self) -> str:
@@ -522,7 +237,7 @@ class Session:
     @property
     def settings(self) -> dict[str, Any]:
         """Every ``PreferenceOptimizer`` argument the session uses (besides ``bounds``)."""
-        return {"strategy": self.strategy, "q": self.q, "seed": self.seed, **self._row.options}
+        return self._model.settings
 
     @property
     def package_version(self) -> str:
@@ -534,122 +249,84 @@ class Session:
         """The underlying :class:`~botorch_pref.sessions.store.Store`."""
         return self._store
 
-    # ----------------------------------------------------------------- queries
-    def _query(self, row: QueryRow) -> Query:
-        return Query(
-            row.id,
-            row.number,
-            self.names,
-            row.designs,
-            row.source,
-            row.created_at,
-            row.last_shown_at,
-            row.times_shown,
-        )
+    def state(self) -> SessionState:
+        """Everything stored about the session, read in one transaction.
 
+        Returns:
+            The snapshot.
+        """
+        return self._store.state(self._row)
+
+    # ----------------------------------------------------------------- queries
     def pending(self) -> Query | None:
         """The query awaiting an answer, without recording a show.
 
         Returns:
             The query, or ``None``.
         """
-        row = self._store.pending_query(self._row.id)
-        return None if row is None else self._query(row)
+        return self.state().pending
 
     def ask(self) -> Query:
         """The query to show now: the pending one if any, else a new one (stored first).
 
         The time it is returned is recorded as its show time (response times count from it). A
-        new query is generated and stored under the database's write lock, so processes asking
-        at once all get the same query.
+        new query is generated from one snapshot with no lock held, then stored in one short
+        transaction only if the answers are unchanged (else generated again); a query stored
+        meanwhile by another process is returned instead, so processes asking at once all get
+        the same query. Only when another process keeps answering this session faster than a
+        query is generated, :data:`ASK_ATTEMPTS` times in a row, is the next query generated
+        under the write lock, so that every process makes progress.
 
         Returns:
             The query.
         """
-        row = self._store.show_pending(self._row.id)
-        if row is None:
-            self._refresh()  # bring the model up to date before taking the write lock
-            row = self._store.show_or_add_query(self._row.id, self._next_designs)
-        return self._query(row)
+        for _ in range(ASK_ATTEMPTS):
+            shown = self._ask_once()
+            if shown is not None:
+                return shown
+        with self._store.connection.write():
+            shown = self._ask_once()
+        return shown
 
-    def _next_designs(self) -> list[list[float]]:
-        """The optimiser's next query, or random options if that query got no usable answer."""
-        answers = self._store.answers(self._row.id, standing_only=True)
-        queries = {q.id: q for q in self._store.queries(self._row.id)}
-        opt = self._sync(answers, queries)
-        designs = opt.ask().tolist()
-        unusable = {
-            tuple(map(tuple, queries[a.query_id].designs))
-            for a in answers
-            if a.kind in ("skip", "tie")
-        }
-        if tuple(map(tuple, designs)) in unusable:
-            designs = self._random_designs(len(opt.history), len(unusable))
-        return designs
-
-    def _random_designs(self, n_choices: int, n_unusable: int) -> list[list[float]]:
-        """``q`` uniform designs, seeded by the seed and the numbers of answers."""
-        ss = np.random.SeedSequence([self.seed, n_choices, n_unusable, _STREAM_FALLBACK])
-        u = np.random.default_rng(ss).random((self.q, len(self.names)))
-        low, high = (np.asarray(b) for b in self.bounds)
-        return (low + u * (high - low)).tolist()
+    def _ask_once(self) -> Query | None:
+        """Show the pending query, or generate one and store it if the answers did not change."""
+        state = self.state()
+        if state.pending_id is not None:
+            return self._store.show_query(self._row)
+        nxt = self._model.next_query(state)
+        return self._store.show_query(self._row, nxt.designs, state.version, nxt.fit, nxt.best)
 
     # ------------------------------------------------------------------- model
-    def _sync(
-        self, answers: Sequence[AnswerRow], queries: Mapping[int, QueryRow]
-    ) -> PreferenceOptimizer:
-        """Bring the optimiser up to the standing choices, rebuilding it after a retraction."""
-        ties = bool(self.settings.get("ties"))
-        choices = [
-            a
-            for a in answers
-            if a.kind in ("winner", "ranking")
-            or (ties and a.kind == "tie" and len(queries[a.query_id].designs) == 2)
-        ]
-        ids = [a.id for a in choices]
-        if self._opt is None or ids[: len(self._applied)] != self._applied:
-            self._opt = PreferenceOptimizer(self.bounds, **self.settings)
-            self._applied = []
-        for a in choices[len(self._applied) :]:
-            designs = [list(x) for x in queries[a.query_id].designs]
-            try:
-                if a.kind == "tie":
-                    self._opt.add_comparison(designs, tie=True)
-                elif a.kind == "ranking":
-                    self._opt.add_comparison(designs, ranking=list(a.ranking))
-                else:
-                    self._opt.add_comparison(designs, a.winner)
-            except ValueError as err:
-                self._opt = None
-                self._applied = []
-                raise SessionError(f"Stored answer {a.id} cannot be replayed: {err}") from None
-            self._applied.append(a.id)
-        return self._opt
-
     @property
     def optimizer(self) -> PreferenceOptimizer:
         """The optimiser rebuilt from the standing answers (do not modify it)."""
-        return self._refresh()
-
-    def _refresh(self) -> PreferenceOptimizer:
-        """Read the standing answers and bring the optimiser up to date with them."""
-        answers = self._store.answers(self._row.id, standing_only=True)
-        queries = {q.id: q for q in self._store.queries(self._row.id)}
-        return self._sync(answers, queries)
+        return self._model.sync(self.state())
 
     def best(self) -> Best | None:
-        """The compared design with the highest posterior mean utility.
+        """The compared design with the highest posterior mean utility (builds the model).
 
         Returns:
             The recommendation, or ``None`` before the first choice.
         """
-        opt = self._refresh()
-        if opt.model is None:
-            return None
-        rec = opt.best()
-        return Best(
-            dict(zip(self.names, rec.x.tolist(), strict=True)), rec.mean, rec.std, rec.index
-        )
+        return self._model.best(self.state())
+
+    def stored_best(self) -> tuple[StoredBest | None, int]:
+        """The recommendation stored with the last generated query, without a model.
+
+        Returns:
+            ``(stored, n_choices)``: the stored recommendation (or ``None``) and the number of
+            choices that stand now (the stored one is current when they are equal and its last
+            choice still stands).
+        """
+        state = self.state()
+        choices = self._model.choices(state)
+        stored = state.best
+        if stored is not None and (
+            stored.n_answers > len(choices)
+            or choices[stored.n_answers - 1].id != stored.last_answer_id
+        ):
+            stored = None
+        return stored, len(choices)
 
     # ----------------------------------------------------------------- answers
     def answer(
@@ -678,8 +355,8 @@ class Session:
                 withdrawn or unknown); nothing is recorded.
             InvalidAnswerError: For no answer, several, or one out of range.
         """
-        new = check_answer(self.q, winner=winner, ranking=ranking, skip=skip, tie=tie)
-        return Answer.from_row(self._store.add_answer(self._row.id, query_id, new))
+        new = check_answer(self.q, winner, ranking, skip=skip, tie=tie)
+        return self._store.add_answer(self._row, query_id, new)
 
     def undo(self) -> Answer:
         """Retract the last standing answer to an asked query; its query is pending again.
@@ -692,7 +369,7 @@ class Session:
         Raises:
             SessionError: When there is nothing to undo.
         """
-        return Answer.from_row(self._store.undo_last(self._row.id))
+        return self._store.undo_last(self._row)
 
     def history(self, include_retracted: bool = True) -> list[HistoryEntry]:
         """Every answer with its query, in the order the answers were committed.
@@ -703,9 +380,7 @@ class Session:
         Returns:
             The entries.
         """
-        queries = {q.id: q for q in self._store.queries(self._row.id)}
-        answers = self._store.answers(self._row.id, standing_only=not include_retracted)
-        return [HistoryEntry(Answer.from_row(a), self._query(queries[a.query_id])) for a in answers]
+        return self.state().history(include_retracted)
 
     def queries(self) -> list[Query]:
         """Every stored query (answered, pending, withdrawn, imported), in order.
@@ -713,69 +388,75 @@ class Session:
         Returns:
             The queries.
         """
-        return [self._query(q) for q in self._store.queries(self._row.id)]
+        return list(self.state().queries)
 
     def progress(self) -> Progress:
-        """Counts of answers and queries.
+        """Counts of answers and queries (no model needed).
 
         Returns:
             The :class:`Progress`.
         """
-        return _progress(self._store.session_counts(self._row.id), self.budget)
+        return progress_from_counts(self._store.counts(self._row.id), self.budget)
 
     # ------------------------------------------------------------ export/import
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, state: SessionState | None = None) -> dict[str, Any]:
         """Everything stored about the session (the JSON export).
+
+        Args:
+            state: A snapshot to export (default: read one now).
 
         Returns:
             A JSON-serialisable dict.
         """
-        pending = self._store.pending_query(self._row.id)
-        return exchange.session_to_dict(
-            self._row,
-            self._store.queries(self._row.id),
-            self._store.answers(self._row.id),
-            None if pending is None else pending.id,
-            SCHEMA_VERSION,
-        )
+        return export.session_to_dict(self._row, state or self.state(), SCHEMA_VERSION)
 
-    def export_json(self, out: str | os.PathLike[str] | TextIO) -> None:
-        """Write the JSON export.
+    def export_json(self, out: str | os.PathLike[str] | TextIO) -> int:
+        """Write the JSON export (to a path: atomically).
 
         Args:
             out: A path or a text stream.
-        """
-        with _opened(out) as f:
-            exchange.write_json(self.to_dict(), f)
 
-    def export_csv(self, out: str | os.PathLike[str] | TextIO) -> None:
-        """Write the CSV export (one row per option of every answer).
+        Returns:
+            The number of answers written.
+        """
+        state = self.state()
+        data = self.to_dict(state)
+        _write(out, lambda f: export.write_json(data, f))
+        return len(state.answers)
+
+    def export_csv(self, out: str | os.PathLike[str] | TextIO) -> int:
+        """Write the CSV export, one row per option of every answer (to a path: atomically).
 
         Args:
             out: A path or a text stream.
-        """
-        with _opened(out) as f:
-            exchange.write_csv(
-                self._row, self._store.queries(self._row.id), self._store.answers(self._row.id), f
-            )
 
-    def export(self, out: str | os.PathLike[str], fmt: str | None = None) -> None:
-        """Write the CSV or JSON export to a file.
+        Returns:
+            The number of answers written.
+        """
+        state = self.state()
+        _write(out, lambda f: export.write_csv(self._row, state, f))
+        return len(state.answers)
+
+    def export(self, out: str | os.PathLike[str], fmt: str | None = None) -> int:
+        """Write the CSV or JSON export to a file (atomically).
 
         Args:
             out: The file.
             fmt: ``"csv"`` or ``"json"``; default from the suffix.
 
+        Returns:
+            The number of answers written.
+
         Raises:
             SessionError: For an unknown format.
+            OSError: When the file cannot be written (a previous file is left intact).
         """
         fmt = (fmt or Path(out).suffix.lstrip(".")).lower()
         if fmt == "csv":
-            self.export_csv(out)
-        elif fmt == "json":
-            self.export_json(out)
-        else:
-            raise SessionError(f"Export format must be csv or json, got {fmt!r}.")
+            return self.export_csv(out)
+        if fmt == "json":
+            return self.export_json(out)
+        raise SessionError(f"Export format must be csv or json, got {fmt!r}.")
 
     def import_comparisons(
         self, source: str | os.PathLike[str] | Iterable[Mapping[str, Any]], fmt: str | None = None
@@ -801,27 +482,14 @@ class Session:
             records = exchange.read_comparisons(source, self.parameters, fmt)
         else:
             records = exchange.parse_comparisons(list(source), self.parameters)
-        return len(self._store.import_comparisons(self._row.id, records))
+        return len(self._store.import_comparisons(self._row, records))
 
 
-def _progress(counts: Mapping[str, int], budget: int | None) -> Progress:
-    return Progress(
-        answered=counts["asked"],
-        choices=counts["winner"] + counts["ranking"],
-        skips=counts["skip"],
-        ties=counts["tie"],
-        imported=counts["imported"],
-        retracted=counts["retracted"],
-        queries=counts["queries"],
-        pending=bool(counts["pending"]),
-        budget=budget,
-    )
-
-
-def _opened(out: str | os.PathLike[str] | TextIO) -> Any:
-    """A context manager giving a text stream: the stream itself, or the file opened for writing."""
+def _write(out: str | os.PathLike[str] | TextIO, write: Any) -> None:
+    """Write to a path (atomically) or to a text stream."""
     if isinstance(out, (str, os.PathLike)):
-        return open(out, "w", encoding="utf-8", newline="")
-    if isinstance(out, io.TextIOBase) or hasattr(out, "write"):
-        return nullcontext(out)
-    raise SessionError(f"Cannot write to {out!r}.")
+        export.write_atomic(out, write)
+    elif hasattr(out, "write"):
+        write(out)
+    else:
+        raise SessionError(f"Cannot write to {out!r}.")

@@ -1,0 +1,207 @@
+"""The optimiser of a session, rebuilt from its stored answers and fits.
+
+The stored answers are the source of truth. The optimiser is given the standing (not retracted)
+``winner`` and ``ranking`` answers in the order they were committed, and the ``tie`` answers to
+pairs when the session models ties (``ties=True``), through
+:meth:`~botorch_pref.loop.PreferenceOptimizer.sync`: only the answers it does not hold yet are
+added, and it is rebuilt when its history is no longer a prefix of them (after an undo).
+
+Fitted hyperparameters are stored with the number of answers they were fitted to (see
+:class:`~botorch_pref.sessions.records.StoredFit`); handing the latest matching fit to ``sync``
+rebuilds a reopened session without refitting, with the same data, hyperparameters and next
+query as the process that recorded the answers.
+
+A query with a standing skip or tie is never proposed twice: uniformly random options (seeded by
+the session's seed and the numbers of answers) are asked instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from botorch_pref.loop import Hyperparameters, PreferenceOptimizer, QueryRecord
+from botorch_pref.sessions.errors import SessionError
+from botorch_pref.sessions.records import (
+    Answer,
+    Best,
+    SessionRow,
+    SessionState,
+    StoredBest,
+    StoredFit,
+)
+
+__all__ = ["NextQuery", "SessionModel"]
+
+_STREAM_FALLBACK = 0x5E55
+
+
+class NextQuery:
+    """A generated query and what to store with it.
+
+    Attributes:
+        designs: ``q`` designs in user units.
+        fit: The optimiser's latest fit, when it is not stored yet.
+        best: The recommendation from the answers the query was generated from.
+    """
+
+    def __init__(
+        self, designs: list[list[float]], fit: StoredFit | None, best: StoredBest | None
+    ) -> None:
+        self.designs = designs
+        self.fit = fit
+        self.best = best
+
+
+class SessionModel:
+    """The session's :class:`~botorch_pref.loop.PreferenceOptimizer`, kept in step with the store.
+
+    Args:
+        row: The session.
+    """
+
+    def __init__(self, row: SessionRow) -> None:
+        self._row = row
+        self._opt: PreferenceOptimizer | None = None
+
+    @property
+    def settings(self) -> dict:
+        """Every ``PreferenceOptimizer`` argument besides ``bounds``."""
+        row = self._row
+        return {"strategy": row.strategy, "q": row.q, "seed": row.seed, **row.options}
+
+    @property
+    def bounds(self) -> list[list[float]]:
+        """``[[lows...], [highs...]]`` in the user's units."""
+        return [[p[1] for p in self._row.parameters], [p[2] for p in self._row.parameters]]
+
+    def choices(self, state: SessionState) -> list[Answer]:
+        """The standing answers the optimiser learns from, in commit order.
+
+        Args:
+            state: A snapshot of the session.
+
+        Returns:
+            The answers.
+        """
+        ties = bool(self._row.options.get("ties"))
+        return [
+            a
+            for a in state.standing()
+            if a.kind in ("winner", "ranking")
+            or (ties and a.kind == "tie" and state.query(a.query_id).q == 2)
+        ]
+
+    def sync(self, state: SessionState) -> PreferenceOptimizer:
+        """Bring the optimiser to the standing choices of ``state`` (one prefix-checked sync).
+
+        Args:
+            state: A snapshot of the session.
+
+        Returns:
+            The optimiser (do not modify it).
+
+        Raises:
+            SessionError: When a stored answer cannot be replayed.
+        """
+        choices = self.choices(state)
+        records = [_record(a, state) for a in choices]
+        fit = _matching_fit(state.fits, choices)
+        try:
+            return self._sync(records, fit)
+        except ValueError:
+            if fit is None:
+                raise
+        return self._sync(records, None)  # a stored fit that does not fit: refit instead
+
+    def _sync(self, records: list[QueryRecord], fit: Hyperparameters | None) -> PreferenceOptimizer:
+        if self._opt is None:
+            self._opt = PreferenceOptimizer(self.bounds, **self.settings)
+        try:
+            self._opt.sync(records, hyperparameters=fit)
+        except ValueError as err:
+            self._opt = None
+            if fit is not None:
+                raise
+            raise SessionError(f"The stored answers cannot be replayed: {err}") from None
+        return self._opt
+
+    def best(self, state: SessionState) -> Best | None:
+        """The compared design with the highest posterior mean, or ``None`` before a choice.
+
+        Args:
+            state: A snapshot of the session.
+
+        Returns:
+            The recommendation.
+        """
+        opt = self.sync(state)
+        if opt.model is None:
+            return None
+        rec = opt.best()
+        x = dict(zip(self._row.names, rec.x.tolist(), strict=True))
+        return Best(x, rec.mean, rec.std, rec.index)
+
+    def next_query(self, state: SessionState) -> NextQuery:
+        """The optimiser's next query, or random options if that query got no usable answer.
+
+        Args:
+            state: A snapshot of the session without a pending query.
+
+        Returns:
+            The designs, with the fit and the recommendation to store.
+        """
+        opt = self.sync(state)
+        choices = self.choices(state)
+        designs = opt.ask().tolist()
+        unusable = {
+            state.query(a.query_id).options for a in state.standing() if a.kind in ("skip", "tie")
+        }
+        if tuple(map(tuple, designs)) in unusable:
+            designs = self._random_designs(len(opt.history), len(unusable))
+        return NextQuery(designs, self._new_fit(opt, state, choices), self._best(opt, choices))
+
+    def _new_fit(
+        self, opt: PreferenceOptimizer, state: SessionState, choices: list[Answer]
+    ) -> StoredFit | None:
+        h = opt.hyperparameters
+        if h is None or not 1 <= h.n_answers <= len(choices):
+            return None
+        key = (h.n_answers, choices[h.n_answers - 1].id)
+        if any((f.n_answers, f.last_answer_id) == key for f in state.fits):
+            return None
+        return StoredFit(*key, h.to_dict())
+
+    def _best(self, opt: PreferenceOptimizer, choices: list[Answer]) -> StoredBest | None:
+        if opt.model is None or not choices:
+            return None
+        rec = opt.best()
+        x = dict(zip(self._row.names, rec.x.tolist(), strict=True))
+        return StoredBest(len(choices), choices[-1].id, Best(x, rec.mean, rec.std, rec.index))
+
+    def _random_designs(self, n_choices: int, n_unusable: int) -> list[list[float]]:
+        """``q`` uniform designs, seeded by the seed and the numbers of answers."""
+        ss = np.random.SeedSequence([self._row.seed, n_choices, n_unusable, _STREAM_FALLBACK])
+        u = np.random.default_rng(ss).random((self._row.q, len(self._row.parameters)))
+        low, high = (np.asarray(b) for b in self.bounds)
+        return (low + u * (high - low)).tolist()
+
+
+def _record(answer: Answer, state: SessionState) -> QueryRecord:
+    """The loop's record of a stored choice."""
+    query = torch.tensor(state.query(answer.query_id).options, dtype=torch.float64)
+    if answer.kind == "tie":
+        return QueryRecord(query, None, None, True)
+    return QueryRecord(query, answer.winner, answer.ranking, False)
+
+
+def _matching_fit(fits: tuple[StoredFit, ...], choices: list[Answer]) -> Hyperparameters | None:
+    """The stored fit with the most answers that were fitted to a prefix of ``choices``."""
+    for fit in fits:
+        n = fit.n_answers
+        if 1 <= n <= len(choices) and choices[n - 1].id == fit.last_answer_id:
+            try:
+                return Hyperparameters.from_dict(fit.values)
+            except ValueError:
+                continue
+    return None

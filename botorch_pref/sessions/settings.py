@@ -1,0 +1,159 @@
+"""The settings of a new session: its parameters and optimiser settings, checked before storing.
+
+Also :func:`progress_from_counts`, the counts a session reports without a model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from botorch_pref.loop import PreferenceOptimizer
+from botorch_pref.sessions.errors import SessionError
+from botorch_pref.sessions.export import CSV_COLUMNS
+from botorch_pref.sessions.records import Progress
+
+__all__ = ["OPTIMIZER_OPTIONS", "check_settings", "normalize_parameters", "progress_from_counts"]
+
+#: Optimiser settings a session stores (keyword arguments of PreferenceOptimizer).
+OPTIMIZER_OPTIONS = (
+    "n_initial",
+    "model",
+    "refit_every",
+    "refit_all_until",
+    "num_restarts",
+    "raw_samples",
+    "mc_samples",
+    "answers",
+    "ties",
+    "champion_variant",
+)
+_RESERVED_NAMES = frozenset(CSV_COLUMNS)
+
+
+def normalize_parameters(
+    parameters: Mapping[str, Sequence[float]] | Sequence[Sequence[Any]],
+) -> list[tuple[str, float, float]]:
+    """Check parameters given as ``[(name, low, high), ...]`` or ``{name: (low, high)}``.
+
+    Args:
+        parameters: The parameters and their bounds in the user's units.
+
+    Returns:
+        ``(name, low, high)`` triples.
+
+    Raises:
+        SessionError: For no parameters, a bad or repeated name, or bad bounds.
+    """
+    if isinstance(parameters, Mapping):
+        items = [(name, *_pair(name, b)) for name, b in parameters.items()]
+    else:
+        items = []
+        for p in parameters:
+            if isinstance(p, (str, bytes)) or not isinstance(p, Sequence) or len(p) != 3:
+                raise SessionError(f"A parameter is (name, low, high), got {p!r}.")
+            items.append((p[0], *_pair(p[0], p[1:])))
+    if not items:
+        raise SessionError("A session needs at least one parameter.")
+    names = [n for n, _, _ in items]
+    for name in names:
+        if not isinstance(name, str) or not name.strip() or name != name.strip():
+            raise SessionError(f"Parameter names must be non-empty strings, got {name!r}.")
+        if name in _RESERVED_NAMES:
+            raise SessionError(
+                f"{name!r} is a column of the CSV export; rename the parameter "
+                f"(reserved: {', '.join(sorted(_RESERVED_NAMES))})."
+            )
+    if len(set(names)) != len(names):
+        raise SessionError(f"Parameter names repeat: {names}.")
+    return items
+
+
+def _pair(name: Any, bounds: Any) -> tuple[float, float]:
+    try:
+        low, high = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise SessionError(
+            f"Parameter {name!r}: bounds must be (low, high), got {bounds!r}."
+        ) from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise SessionError(f"Parameter {name!r}: need finite bounds low < high, got {bounds!r}.")
+    return low, high
+
+
+def check_settings(
+    params: list[tuple[str, float, float]],
+    strategy: str,
+    q: int,
+    seed: int | None,
+    budget: Any,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """Checked optimiser settings of a new session.
+
+    Args:
+        params: The checked parameters.
+        strategy: The strategy.
+        q: Options per query.
+        seed: The seed, or ``None`` to draw one.
+        budget: The planned number of answers, or ``None``.
+        options: Other ``PreferenceOptimizer`` settings (names in :data:`OPTIMIZER_OPTIONS`).
+
+    Returns:
+        ``strategy``, ``q``, ``seed`` and the options, as the optimiser normalised them.
+
+    Raises:
+        SessionError: For unknown or bad settings.
+    """
+    unknown = sorted(set(options) - set(OPTIMIZER_OPTIONS))
+    if unknown:
+        raise SessionError(
+            f"Unknown optimiser settings {unknown}; known: {', '.join(OPTIMIZER_OPTIONS)}."
+        )
+    if not isinstance(options.get("model", "laplace"), str):
+        raise SessionError("model must be a name (a factory function cannot be stored).")
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+    ):
+        raise SessionError(f"budget must be a positive integer, got {budget!r}.")
+    if seed is None:
+        seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] >> 2)
+    if (
+        "ties" not in options
+        and q == 2
+        and options.get("model", "laplace") != "pairwisegp"
+        and options.get("answers", "auto") != "choice"
+    ):
+        options = {**options, "ties": True}
+    bounds = [[lo for _, lo, _ in params], [hi for _, _, hi in params]]
+    try:
+        opt = PreferenceOptimizer(bounds, strategy=strategy, q=q, seed=seed, **options)
+    except (TypeError, ValueError) as err:
+        raise SessionError(f"Bad optimiser settings: {err}") from None
+    return {"strategy": opt.strategy, "q": opt.q, "seed": opt.seed, **options}
+
+
+def progress_from_counts(counts: Mapping[str, int], budget: int | None) -> Progress:
+    """The :class:`Progress` of a session from :meth:`Store.counts`.
+
+    Args:
+        counts: The counts.
+        budget: The session's budget.
+
+    Returns:
+        The progress.
+    """
+    return Progress(
+        answered=counts["asked"],
+        choices=counts["winner"] + counts["ranking"],
+        skips=counts["skip"],
+        ties=counts["tie"],
+        imported=counts["imported"],
+        retracted=counts["retracted"],
+        queries=counts["queries"],
+        pending=bool(counts["pending"]),
+        budget=budget,
+    )

@@ -1,0 +1,338 @@
+"""The session store: consistent snapshots, schema migration, fast resume, queries generated
+outside the write lock, and rejected calls that leave the file unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+
+import pytest
+
+from botorch_pref.loop import PreferenceOptimizer
+from botorch_pref.sessions import (
+    SCHEMA_VERSION,
+    ImportFormatError,
+    InvalidAnswerError,
+    QueryNotPendingError,
+    Session,
+    SessionError,
+    SessionExistsError,
+)
+from botorch_pref.sessions import model as session_model
+
+PARAMS = [("x", 0.0, 1.0), ("y", -2.0, 3.0)]
+FAST = {"strategy": "random", "seed": 3, "refit_all_until": 0, "refit_every": 10**6}
+# EUBO with a cheap acquisition: fits after answers 1..3, then every 100th
+EUBO = {
+    "strategy": "eubo",
+    "seed": 5,
+    "n_initial": 2,
+    "refit_all_until": 3,
+    "refit_every": 100,
+    "num_restarts": 2,
+    "raw_samples": 16,
+}
+
+
+def digest(path) -> str:
+    """Hash of the database file and its write-ahead log."""
+    h = hashlib.sha256(path.read_bytes())
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists():
+        h.update(wal.read_bytes())
+    return h.hexdigest()
+
+
+def answer_some(session: Session, n: int) -> None:
+    for _ in range(n):
+        query = session.ask()
+        session.answer(query.id, min(range(query.q), key=lambda i: query.options[i][0]))
+
+
+def raw_connection(session: Session) -> sqlite3.Connection:
+    """The session's sqlite3 connection (``_conn`` in the store before the split)."""
+    store = session.store
+    return store.connection.sqlite if hasattr(store, "connection") else store._conn
+
+
+def answer_in_between(session: Session, other: Session, prefix: str) -> None:
+    """When ``session`` next runs a statement starting with ``prefix``, ``other`` first commits
+    a new query and its answer (another process writing between two reads)."""
+    done = []
+
+    def trace(sql: str) -> None:
+        if not done and sql.lstrip().startswith(prefix):
+            done.append(True)
+            other.answer(other.ask().id, 0)
+
+    raw_connection(session).set_trace_callback(trace)
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "study.db"
+
+
+@pytest.mark.parametrize("export", ["csv", "json", "history"])
+def test_reads_are_one_snapshot_when_an_answer_lands_between_statements(tmp_path, db, export):
+    """Before, the queries and the answers were read in separate statements: an answer
+    committed in between made ``export_csv`` fail with ``KeyError`` and ``export_json`` write
+    an answer whose query is missing."""
+    with Session.create(db, "alice", PARAMS, **FAST) as s, Session.open(db, "alice") as other:
+        answer_some(s, 2)
+        answer_in_between(s, other, "SELECT a.id, a.query_id")
+        out = tmp_path / f"out.{export}"
+        if export == "csv":
+            s.export_csv(out)
+            rows = out.read_text().splitlines()[1:]
+            assert len(rows) == 2 * 2
+        elif export == "json":
+            s.export_json(out)
+            data = json.loads(out.read_text())
+            assert {a["query_id"] for a in data["answers"]} <= {q["id"] for q in data["queries"]}
+            assert len(data["answers"]) == 2
+        else:
+            assert len(s.history()) == 2
+        raw_connection(s).set_trace_callback(None)
+        assert len(s.history()) == 3  # the answer was committed, after the snapshot
+
+
+def test_progress_and_list_are_one_snapshot(db):
+    with Session.create(db, "alice", PARAMS, **FAST) as s, Session.open(db, "alice") as other:
+        answer_some(s, 2)
+        answer_in_between(s, other, "SELECT count(*) FROM queries")
+        p = s.progress()
+        assert (p.answered, p.queries, p.pending) == (2, 2, False)
+
+
+V1_SCHEMA = """
+CREATE TABLE sessions (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+    parameters TEXT NOT NULL, strategy TEXT NOT NULL, q INTEGER NOT NULL CHECK (q >= 2),
+    seed INTEGER NOT NULL, options TEXT NOT NULL, budget INTEGER,
+    package_version TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE queries (id INTEGER PRIMARY KEY, session_id INTEGER NOT NULL REFERENCES sessions (id),
+    number INTEGER NOT NULL, source TEXT NOT NULL CHECK (source IN ('ask', 'import')),
+    created_at TEXT NOT NULL, first_shown_at TEXT, last_shown_at TEXT,
+    times_shown INTEGER NOT NULL DEFAULT 0, withdrawn_at TEXT, UNIQUE (session_id, number));
+CREATE TABLE designs (query_id INTEGER NOT NULL REFERENCES queries (id),
+    option INTEGER NOT NULL, x TEXT NOT NULL, PRIMARY KEY (query_id, option));
+CREATE TABLE answers (id INTEGER PRIMARY KEY, session_id INTEGER NOT NULL REFERENCES sessions (id),
+    query_id INTEGER NOT NULL REFERENCES queries (id),
+    kind TEXT NOT NULL CHECK (kind IN ('winner', 'ranking', 'skip', 'tie')), winner INTEGER,
+    ranking TEXT, answered_at TEXT NOT NULL, shown_at TEXT, response_s REAL);
+CREATE TABLE retractions (id INTEGER PRIMARY KEY,
+    answer_id INTEGER NOT NULL UNIQUE REFERENCES answers (id), retracted_at TEXT NOT NULL);
+CREATE INDEX queries_by_session ON queries (session_id, number);
+CREATE INDEX answers_by_session ON answers (session_id, id);
+CREATE INDEX answers_by_query ON answers (query_id);
+"""
+
+
+def make_v1_database(path) -> None:
+    """A database as version 1 (botorch-pref before the fits table) wrote it."""
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.executescript(V1_SCHEMA)
+    con.execute(
+        "INSERT INTO sessions VALUES (1, 'old', ?, 'random', 2, 3, ?, NULL, '0.1.0', "
+        "'2026-01-01T00:00:00+00:00')",
+        (json.dumps([list(p) for p in PARAMS]), json.dumps({"ties": True})),
+    )
+    for i, (x, winner) in enumerate([((0.1, 0.0), (0.9, 1.0)), ((0.2, 1.0), (0.7, -1.0))]):
+        t = f"2026-01-01T00:0{i}:00+00:00"
+        con.execute("INSERT INTO queries VALUES (?, 1, ?, 'ask', ?, ?, ?, 1, NULL)",
+                    (i + 1, i + 1, t, t, t))  # fmt: skip
+        for option, design in enumerate((x, winner)):
+            con.execute("INSERT INTO designs VALUES (?, ?, ?)", (i + 1, option, json.dumps(design)))
+        con.execute("INSERT INTO answers VALUES (?, 1, ?, 'winner', 0, NULL, ?, ?, 1.5)",
+                    (i + 1, i + 1, t, t))  # fmt: skip
+    con.execute("PRAGMA user_version = 1")
+    con.close()
+
+
+def test_a_version_1_database_is_migrated_and_keeps_its_answers(db):
+    make_v1_database(db)
+    with Session.open(db, "old") as s:
+        assert [(h.query.options, h.answer.winner) for h in s.history()] == [
+            (((0.1, 0.0), (0.9, 1.0)), 0),
+            (((0.2, 1.0), (0.7, -1.0)), 0),
+        ]
+        assert s.optimizer.comparisons.tolist() == [[0, 1], [2, 3]]
+        query = s.ask()
+        assert query.number == 3
+        s.answer(query.id, 1)
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"fits", "recommendations"} <= tables
+    assert con.execute("SELECT count(*) FROM fits").fetchone()[0] == 1
+    con.close()
+    with Session.open(db, "old") as s:  # a migrated file opens as it is
+        assert len(s.history()) == 3
+
+
+def test_reopening_rebuilds_the_model_without_refitting(db):
+    with Session.create(db, "alice", PARAMS, **EUBO) as s:
+        answer_some(s, 6)
+        assert s.optimizer.n_refits == 3
+    with Session.open(db, "alice") as s:
+        query = s.ask()
+        opt = s.optimizer
+        assert opt.n_refits == 0  # the fit after answer 3 was loaded, answers 4..6 need none
+        records = [(h.query.options, h.answer.winner) for h in s.history()][:6]
+    direct = PreferenceOptimizer([[0.0, -2.0], [1.0, 3.0]], **EUBO, ties=True)
+    direct.sync(records)
+    assert direct.n_refits == 3
+    assert query.options == tuple(tuple(x) for x in direct.ask().tolist())
+    for name, value in direct.hyperparameters.values.items():
+        assert value.tolist() == opt.hyperparameters.values[name].tolist(), name
+
+
+def test_a_fit_from_before_an_undo_is_not_used(db):
+    with Session.create(db, "alice", PARAMS, **EUBO | {"refit_all_until": 2}) as s:
+        answer_some(s, 2)
+        s.ask()  # stores the fit after 2 answers
+        s.undo()
+        s.answer(s.ask().id, 0)  # a different second answer
+    with Session.open(db, "alice") as s:
+        s.ask()
+        opt = s.optimizer
+        # the fit after answer 1 still holds; the one after answer 2 saw the undone answer
+        assert opt.n_refits == 1
+        records = [(h.query.options, h.answer.winner) for h in s.history(False)]
+    settings = EUBO | {"refit_all_until": 2, "ties": True}
+    direct = PreferenceOptimizer([[0.0, -2.0], [1.0, 3.0]], **settings)
+    direct.sync(records)
+    for name, value in direct.hyperparameters.values.items():
+        assert value.tolist() == opt.hyperparameters.values[name].tolist(), name
+
+
+def test_status_needs_no_model(db, monkeypatch):
+    with Session.create(db, "alice", PARAMS, **FAST) as s:
+        answer_some(s, 3)
+        s.ask()
+        expected = s.best()
+
+    def no_model(*args: object) -> None:
+        raise AssertionError("status built a model")
+
+    monkeypatch.setattr(session_model.SessionModel, "sync", no_model)
+    with Session.open(db, "alice") as s:
+        stored, n_choices = s.stored_best()
+        assert n_choices == 3 and stored.n_answers == 3 and stored.best == expected
+        assert s.progress().answered == 3 and s.pending() is not None
+
+
+def test_queries_are_generated_without_the_write_lock(db, monkeypatch):
+    """Another connection can write while a query is generated (before, the whole generation ran
+    inside ``BEGIN IMMEDIATE``)."""
+    generate = session_model.SessionModel.next_query
+    free = []
+
+    def probe(self, state):
+        con = sqlite3.connect(db, timeout=0, isolation_level=None)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("ROLLBACK")
+            free.append(True)
+        except sqlite3.OperationalError:
+            free.append(False)
+        finally:
+            con.close()
+        return generate(self, state)
+
+    with Session.create(db, "alice", PARAMS, **FAST) as s:
+        monkeypatch.setattr(session_model.SessionModel, "next_query", probe)
+        answer_some(s, 2)
+    assert free == [True, True]
+
+
+def test_a_query_is_regenerated_when_the_answers_change_meanwhile(db, monkeypatch):
+    generate = session_model.SessionModel.next_query
+    seen = []
+    with Session.create(db, "alice", PARAMS, **FAST) as s, Session.open(db, "alice") as other:
+
+        def interfere(self, state):
+            seen.append(len(state.answers))
+            if len(seen) == 1:
+                other.import_comparisons([{"options": [[0.1, 0.0], [0.9, 1.0]], "winner": 0}])
+            return generate(self, state)
+
+        monkeypatch.setattr(session_model.SessionModel, "next_query", interfere)
+        query = s.ask()
+    assert seen == [0, 1]
+    assert query.number == 2
+    with Session.open(db, "alice") as s:
+        assert len(s.queries()) == 2
+
+
+def test_processes_asking_at_once_get_the_same_query(db, monkeypatch):
+    generate = session_model.SessionModel.next_query
+    with Session.create(db, "alice", PARAMS, **FAST) as s, Session.open(db, "alice") as other:
+        theirs = []
+
+        def race(self, state):
+            if not theirs:
+                monkeypatch.setattr(session_model.SessionModel, "next_query", generate)
+                theirs.append(other.ask())  # stored while this one was generating
+            return generate(self, state)
+
+        monkeypatch.setattr(session_model.SessionModel, "next_query", race)
+        mine = s.ask()
+        assert mine.id == theirs[0].id and mine.times_shown == 2
+        assert len(s.queries()) == 1
+
+
+def test_rejected_calls_leave_the_file_unchanged(tmp_path, db):
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"options": [[0.1, 0.0], [0.2, 0.0]], "winner": 0}, {"options": 1}]')
+    with Session.create(db, "alice", PARAMS, **FAST) as s:
+        query = s.ask()
+        s.close()
+        before = digest(db)
+        with Session.open(db, "alice") as s:
+            calls = [
+                (lambda: s.answer(query.id, 2), InvalidAnswerError),
+                (lambda: s.answer(query.id, ranking=[1, 1]), InvalidAnswerError),
+                (lambda: s.answer(query.id, winner=0, tie=True), InvalidAnswerError),
+                (lambda: s.answer(query.id + 1, 0), QueryNotPendingError),
+                (lambda: s.undo(), SessionError),
+                (lambda: s.import_comparisons(bad), ImportFormatError),
+                (lambda: s.export(tmp_path / "x.txt"), SessionError),
+                (lambda: Session.create(db, "alice", PARAMS), SessionExistsError),
+                (lambda: Session.create(db, "bob", PARAMS, strategy="nope"), SessionError),
+            ]
+            for call, error in calls:
+                with pytest.raises(error):
+                    call()
+        assert digest(db) == before
+
+
+def test_a_tie_about_three_options_is_recorded(db):
+    with Session.create(db, "q3", PARAMS, "random", q=3, seed=0) as s:
+        s.answer(s.ask().id, tie=True)
+        with pytest.raises(InvalidAnswerError, match="no winner or ranking"):
+            s.answer(s.ask().id, winner=0, tie=True)
+        assert [h.answer.kind for h in s.history()] == ["tie"]
+        assert s.optimizer.model is None
+
+
+def test_creation_waits_for_a_file_locked_at_the_wal_switch(db):
+    """``PRAGMA journal_mode = WAL`` gets "database is locked" at once while another
+    connection holds the write lock of a new file (SQLite's busy handler is not called there);
+    before, creation failed at once with a message saying the file "stayed locked"."""
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.5, lambda: holder.execute("ROLLBACK"))
+    release.start()
+    try:
+        with Session.create(db, "alice", PARAMS, timeout=30.0, **FAST) as s:
+            assert s.progress().queries == 0
+    finally:
+        release.join()
+        holder.close()
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
