@@ -1,6 +1,6 @@
 r"""Diagnostics of a preference model: what the answers can and cannot say.
 
-Two facts shape every preference model (DESIGN.md section 2):
+Two facts shape every preference model:
 
 * **Identifiability.** Adding a constant to every utility changes no answer's probability, so
   the posterior keeps the prior's uncertainty about the overall level of :math:`g`. What the
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from botorch_pref.inference import laplace
+from botorch_pref.inference.pairs import PairEngine
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
 __all__ = [
@@ -104,7 +104,10 @@ def comparison_graph(model: PairwiseLaplaceGP) -> ComparisonGraph:
     n = model.n
     C = model.comparisons
     C = C[C[:, 0] >= 0]  # drop padding rows
-    structure = laplace.merge_pairs(C.unsqueeze(0), n, dtype=model.datapoints.dtype)
+    engine = PairEngine.from_comparisons(
+        model.likelihood, C.unsqueeze(0), n, dtype=model.datapoints.dtype
+    )
+    structure = engine.structure
     p = int(structure.num_pairs[0])
     edges = structure.pairs[0, :p]
     first = (structure.comp_sign[0] > 0).long()
@@ -118,7 +121,7 @@ def comparison_graph(model: PairwiseLaplaceGP) -> ComparisonGraph:
     # curvature Laplacian at the mode
     d = model.utility.detach()
     diff = d[edges[:, 0]] - d[edges[:, 1]]
-    _, _, w = laplace.aggregate_pairs(model.likelihood, diff.unsqueeze(0), structure)
+    _, _, w = engine.terms(diff.unsqueeze(0))
     w = w[0, :p]
     W = torch.zeros(n, n, dtype=d.dtype, device=d.device)
     W.index_put_((edges[:, 0], edges[:, 0]), w, accumulate=True)

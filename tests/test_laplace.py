@@ -1,4 +1,4 @@
-"""Pure Laplace-inference functions against independent references."""
+"""The pair engine (damped Newton, factors, evidence) against independent references."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.optimize import minimize
 
-from botorch_pref.inference import laplace
+from botorch_pref.inference import PairEngine, merge_pairs, predictive_terms
 from botorch_pref.likelihoods import PairwiseLogit, PairwiseProbit
 
 from .helpers import random_comparisons
@@ -21,7 +21,12 @@ def rbf(X: torch.Tensor, lengthscale, outputscale) -> torch.Tensor:
 def setup(n=12, m=20, seed=0, lengthscale=0.4, outputscale=2.0, noise=0.5):
     X, C = random_comparisons(n, m, seed=seed, noise=noise)
     K = rbf(X, lengthscale, outputscale).unsqueeze(0)
-    return X, C, K, laplace.merge_pairs(C.unsqueeze(0), n)
+    return X, C, K, merge_pairs(C.unsqueeze(0), n)
+
+
+def engine(lik, structure):
+    """The pair engine of merged comparisons (``n`` only matters for warm-start keys)."""
+    return PairEngine(lik, structure, n=int(structure.pairs.max()) + 1)
 
 
 def dense_A(structure, n):
@@ -34,7 +39,7 @@ def dense_A(structure, n):
 
 def test_merge_pairs_matches_brute_force():
     C = torch.tensor([[0, 1], [1, 0], [2, 0], [0, 1], [3, 2], [0, 2]])
-    s = laplace.merge_pairs(C.unsqueeze(0), 4)
+    s = merge_pairs(C.unsqueeze(0), 4)
     pairs = [tuple(p) for p in s.pairs[0].tolist()]
     assert pairs == sorted({(min(a, b), max(a, b)) for a, b in C.tolist()})
     for k, (win, lose) in enumerate(C.tolist()):
@@ -45,7 +50,7 @@ def test_merge_pairs_matches_brute_force():
 
 def test_merge_pairs_pads_batches_with_null_pairs():
     C = torch.tensor([[[0, 1], [1, 0], [0, 1]], [[0, 1], [2, 1], [2, 3]]])
-    s = laplace.merge_pairs(C, 4)
+    s = merge_pairs(C, 4)
     assert s.num_pairs.tolist() == [1, 3]
     assert s.pairs[0, 1:].eq(0).all()  # padding rows (0, 0) have a zero row of A
 
@@ -54,9 +59,9 @@ def test_merge_pairs_pads_batches_with_null_pairs():
 @pytest.mark.parametrize("lik", [PairwiseProbit(), PairwiseLogit()], ids=["probit", "logit"])
 def test_mode_is_stationary(form, lik):
     X, _C, K, s = setup()
-    mode = laplace.find_mode(lik, s, K, form=form)
+    mode = engine(lik, s).find_mode(K, form=form)
     assert bool(mode.converged.all())
-    _, G, w = laplace.aggregate_pairs(lik, mode.d, s)
+    _, G, w = engine(lik, s).terms(mode.d)
     A = dense_A(s, X.shape[0])
     grad = A.T @ G[0]
     # stationarity of Psi: K^-1 f = grad log p  <=>  f = K grad
@@ -94,7 +99,7 @@ def brute_force_mode(lik, C, K):
 def test_mode_matches_brute_force_optimiser(form):
     _X, C, K, s = setup(n=8, m=14, lengthscale=0.3, outputscale=3.0, noise=0.05)
     lik = PairwiseProbit()
-    mode = laplace.find_mode(lik, s, K, form=form)
+    mode = engine(lik, s).find_mode(K, form=form)
     torch.testing.assert_close(mode.f[0], brute_force_mode(lik, C, K[0]), atol=2e-5, rtol=0)
 
 
@@ -106,10 +111,10 @@ def test_two_forms_agree_on_mode_evidence_and_predictions():
     Kall = rbf(Xall, 0.4, 2.0)
     out = {}
     for form in ("comparison", "design"):
-        mode = laplace.find_mode(lik, s, K, form=form)
-        log_z, _ = laplace.evidence_with_gradients(lik, s, K, mode)
-        factors = laplace.laplace_factors(lik, s, K, mode)
-        mean, V = laplace.predictive_terms(factors, Kall[:15, 15:].unsqueeze(0))
+        mode = engine(lik, s).find_mode(K, form=form)
+        log_z, _ = engine(lik, s).evidence_with_gradients(K, mode)
+        factors = engine(lik, s).laplace_factors(K, mode)
+        mean, V = predictive_terms(factors, Kall[:15, 15:].unsqueeze(0))
         cov = Kall[15:, 15:] - V[0].T @ V[0]
         out[form] = (mode.f, log_z, mean, cov)
     for a, b in zip(out["comparison"], out["design"], strict=True):
@@ -119,8 +124,8 @@ def test_two_forms_agree_on_mode_evidence_and_predictions():
 def test_predictive_matches_dense_laplace_formula():
     X, _C, K, s = setup(n=10, m=12)
     lik = PairwiseProbit()
-    mode = laplace.find_mode(lik, s, K)
-    _, G, w = laplace.aggregate_pairs(lik, mode.d, s)
+    mode = engine(lik, s).find_mode(K)
+    _, G, w = engine(lik, s).terms(mode.d)
     A = dense_A(s, 10)
     W = A.T @ torch.diag(w[0]) @ A
     Xt = torch.rand(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
@@ -131,8 +136,8 @@ def test_predictive_matches_dense_laplace_formula():
     Kinv = torch.linalg.inv(K[0])
     Sigma = torch.linalg.inv(Kinv + W)
     cov_ref = Kall[10:, 10:] - k.T @ Kinv @ k + k.T @ Kinv @ Sigma @ Kinv @ k
-    factors = laplace.laplace_factors(lik, s, K, mode)
-    mean, V = laplace.predictive_terms(factors, k.unsqueeze(0))
+    factors = engine(lik, s).laplace_factors(K, mode)
+    mean, V = predictive_terms(factors, k.unsqueeze(0))
     torch.testing.assert_close(mean[0], k.T @ (A.T @ G[0]))
     torch.testing.assert_close(Kall[10:, 10:] - V[0].T @ V[0], cov_ref, atol=1e-8, rtol=1e-6)
 
@@ -145,8 +150,8 @@ def test_evidence_gradient_matches_finite_differences(form):
 
     def evidence(th):
         K = rbf(X, th[0], th[1]).unsqueeze(0)
-        mode = laplace.find_mode(lik, s, K.detach(), form=form, tol=1e-13)
-        return laplace.evidence_with_gradients(lik, s, K, mode)[0].sum()
+        mode = engine(lik, s).find_mode(K.detach(), form=form, tol=1e-13)
+        return engine(lik, s).evidence_with_gradients(K, mode)[0].sum()
 
     (grad,) = torch.autograd.grad(evidence(theta), theta)
     h = 1e-5
@@ -161,9 +166,9 @@ def test_evidence_gradient_matches_finite_differences(form):
 def test_evidence_matches_dense_formula():
     _X, C, K, s = setup(n=9, m=15)
     lik = PairwiseProbit()
-    mode = laplace.find_mode(lik, s, K)
-    log_z, f = laplace.evidence_with_gradients(lik, s, K, mode)
-    _, _, w = laplace.aggregate_pairs(lik, mode.d, s)
+    mode = engine(lik, s).find_mode(K)
+    log_z, f = engine(lik, s).evidence_with_gradients(K, mode)
+    _, _, w = engine(lik, s).terms(mode.d)
     A = dense_A(s, 9)
     W = A.T @ torch.diag(w[0]) @ A
     fh = mode.f[0]
@@ -179,9 +184,9 @@ def test_evidence_matches_dense_formula():
 def test_warm_start_converges_faster_to_the_same_mode():
     _X, _C, K, s = setup(n=30, m=60)
     lik = PairwiseProbit()
-    cold = laplace.find_mode(lik, s, K)
-    warm = laplace.find_mode(lik, s, K * 1.05, beta0=cold.beta)
-    ref = laplace.find_mode(lik, s, K * 1.05)
+    cold = engine(lik, s).find_mode(K)
+    warm = engine(lik, s).find_mode(K * 1.05, beta0=cold.beta)
+    ref = engine(lik, s).find_mode(K * 1.05)
     torch.testing.assert_close(warm.f, ref.f, atol=1e-8, rtol=0)
     assert warm.iterations < ref.iterations
 
@@ -189,8 +194,8 @@ def test_warm_start_converges_faster_to_the_same_mode():
 def test_bad_warm_start_is_discarded():
     _X, _C, K, s = setup(n=20, m=30)
     lik = PairwiseProbit()
-    ref = laplace.find_mode(lik, s, K)
-    bad = laplace.find_mode(lik, s, K, beta0=torch.full_like(ref.beta, 1e3))
+    ref = engine(lik, s).find_mode(K)
+    bad = engine(lik, s).find_mode(K, beta0=torch.full_like(ref.beta, 1e3))
     torch.testing.assert_close(bad.f, ref.f, atol=1e-8, rtol=0)
 
 
@@ -203,8 +208,8 @@ def test_separable_answers_and_tiny_noise_give_finite_mode(form):
     C = torch.stack([torch.arange(1, n), torch.arange(0, n - 1)], -1)  # i+1 beats i
     C = torch.cat([C, C, torch.tensor([[n - 1, 0]])])
     K = rbf(X, 0.5, 1e4).unsqueeze(0)
-    s = laplace.merge_pairs(C.unsqueeze(0), n)
-    mode = laplace.find_mode(PairwiseProbit(), s, K, form=form)
+    s = merge_pairs(C.unsqueeze(0), n)
+    mode = engine(PairwiseProbit(), s).find_mode(K, form=form)
     assert bool(mode.converged.all()) and bool(torch.isfinite(mode.f).all())
     assert bool((mode.f[0].diff() > 0).all())
 
@@ -216,9 +221,9 @@ def test_batched_members_match_separate_runs():
     width = max(mem[1].shape[0] for mem in members)
     # same m is required for a batch tensor: repeat answers to pad (repeats are merged anyway)
     C = torch.stack([mem[1][torch.arange(width) % mem[1].shape[0]] for mem in members])
-    s = laplace.merge_pairs(C, 10)
-    batched = laplace.find_mode(lik, s, K, form="comparison")
+    s = merge_pairs(C, 10)
+    batched = engine(lik, s).find_mode(K, form="comparison")
     for b, (_X, _Cb, Kb, _) in enumerate(members):
-        single_s = laplace.merge_pairs(C[b : b + 1], 10)
-        single = laplace.find_mode(lik, single_s, Kb, form="comparison")
+        single_s = merge_pairs(C[b : b + 1], 10)
+        single = engine(lik, single_s).find_mode(Kb, form="comparison")
         torch.testing.assert_close(batched.f[b], single.f[0], atol=1e-9, rtol=0)

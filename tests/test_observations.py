@@ -19,8 +19,14 @@ from botorch_pref import (
     PreferenceDataError,
     Ranking,
 )
-from botorch_pref.inference import laplace
-from botorch_pref.inference import observations as obs
+from botorch_pref.inference import (
+    BlockEngine,
+    ObservationStructure,
+    PairEngine,
+    build_observations,
+    merge_pairs,
+    predictive_terms,
+)
 
 from .helpers import random_comparisons
 
@@ -110,9 +116,13 @@ def test_container_tensor_errors():
 
 
 # -------------------------------------------------------------------- engine
-def _structure(data: PreferenceData) -> obs.ObservationStructure:
+def _structure(data: PreferenceData) -> ObservationStructure:
     flat = data.reshape(1)
-    return obs.build_observations(flat.options, flat.kind, flat.n_stages)
+    return build_observations(flat.options, flat.kind, flat.n_stages)
+
+
+def _engine(lik, s: ObservationStructure) -> BlockEngine:
+    return BlockEngine(lik, s, n=int(s.rows.max()) + 1)
 
 
 def _brute_force(lik, data: PreferenceData, K: torch.Tensor):
@@ -123,7 +133,7 @@ def _brute_force(lik, data: PreferenceData, K: torch.Tensor):
 
     def psi(f):
         d = (f[rows[:, 0]] - f[rows[:, 1]]).unsqueeze(0)
-        return obs.observation_terms(lik, d, s)[0][0] - 0.5 * f @ Kinv @ f
+        return _engine(lik, s).terms(d)[0][0] - 0.5 * f @ Kinv @ f
 
     def fun(x):
         f = torch.tensor(x, dtype=DT, requires_grad=True)
@@ -159,21 +169,21 @@ def test_mode_and_evidence_match_brute_force(form, ties):
     data = mixed_data(with_ties=ties)
     lik = PairwiseProbit(tie_threshold=0.6) if ties else Ranking(0.8)
     s = _structure(data)
-    mode = obs.find_mode(lik, s, K, form=form)
+    mode = _engine(lik, s).find_mode(K, form=form)
     assert bool(mode.converged.all()) and mode.form == form
     f_ref, psi_ref, W = _brute_force(lik, data, K)
     torch.testing.assert_close(mode.f[0], f_ref, atol=1e-6, rtol=0)
-    log_z, f = obs.evidence_with_gradients(lik, s, K, mode)
+    log_z, f = _engine(lik, s).evidence_with_gradients(K, mode)
     ref = psi_ref - 0.5 * torch.logdet(torch.eye(10, dtype=DT) + K[0] @ W)
     torch.testing.assert_close(log_z[0].detach(), ref, atol=1e-7, rtol=0)
     torch.testing.assert_close(f.detach(), mode.f, atol=1e-9, rtol=0)
     # posterior covariance at the designs: (K^-1 + W)^-1
-    factors = obs.laplace_factors(lik, s, K, mode)
-    _, V = laplace.predictive_terms(factors, K)
+    factors = _engine(lik, s).laplace_factors(K, mode)
+    _, V = predictive_terms(factors, K)
     cov = K[0] - V[0].T @ V[0]
     ref_cov = torch.linalg.inv(torch.linalg.inv(K[0]) + W)
     torch.testing.assert_close(cov, ref_cov, atol=1e-7, rtol=1e-6)
-    mean, _ = laplace.predictive_terms(factors, K)
+    mean, _ = predictive_terms(factors, K)
     torch.testing.assert_close(mean[0], mode.f[0], atol=1e-9, rtol=0)
 
 
@@ -181,14 +191,14 @@ def test_mode_and_evidence_match_brute_force(form, ties):
 def test_general_engine_on_pairs_equals_pairwise_engine(lik):
     X, C = random_comparisons(12, 20, seed=0)
     K = rbf(X).unsqueeze(0)
-    s_pair = laplace.merge_pairs(C.unsqueeze(0), 12)
+    s_pair = PairEngine(lik, merge_pairs(C.unsqueeze(0), 12), 12)
     s_obs = _structure(PreferenceData.from_comparisons(C))
     for form in ("comparison", "design"):
-        m1 = laplace.find_mode(lik, s_pair, K, form=form)
-        m2 = obs.find_mode(lik, s_obs, K, form=form)
+        m1 = s_pair.find_mode(K, form=form)
+        m2 = _engine(lik, s_obs).find_mode(K, form=form)
         torch.testing.assert_close(m1.f, m2.f, atol=1e-10, rtol=0)
-        e1 = laplace.evidence_with_gradients(lik, s_pair, K, m1)[0]
-        e2 = obs.evidence_with_gradients(lik, s_obs, K, m2)[0]
+        e1 = s_pair.evidence_with_gradients(K, m1)[0]
+        e2 = _engine(lik, s_obs).evidence_with_gradients(K, m2)[0]
         torch.testing.assert_close(e1, e2)
 
 
@@ -199,7 +209,7 @@ def test_choice_of_two_equals_pairwise_logit_model():
         data.add_choice([l_, w], chosen=w)
     a = PairwiseLaplaceGP(X, C, likelihood=PairwiseLogit())
     b = PairwiseLaplaceGP(X, data, likelihood=Choice())
-    assert isinstance(b._structure, laplace.PairStructure)  # the pairwise fast path
+    assert isinstance(b.engine, PairEngine)  # the pair engine
     assert torch.equal(a.utility, b.utility)
     assert torch.equal(a.laplace_evidence(), b.laplace_evidence())
     Xt = torch.rand(4, 2, dtype=DT)

@@ -2,15 +2,26 @@
 
 from botorch_pref.acquisition.champion import ChampionChallenger, champion, champion_index
 from botorch_pref.acquisition.eubo import LaplaceEUBO, LaplaceQEUBO, make_eubo, make_qeubo
+from botorch_pref.acquisition.improvement import expected_improvement, log_expected_improvement
+from botorch_pref.acquisition.moments import (
+    RBFMoments,
+    rbf_predictive_moments,
+    supports_rbf_moments,
+)
 from botorch_pref.acquisition.settings import lean_kernels
 
 __all__ = [
     "ChampionChallenger",
     "LaplaceEUBO",
     "LaplaceQEUBO",
+    "RBFMoments",
     "champion",
     "champion_index",
+    "expected_improvement",
     "lean_kernels",
+    "log_expected_improvement",
     "make_eubo",
     "make_qeubo",
+    "rbf_predictive_moments",
+    "supports_rbf_moments",
 ]

@@ -27,8 +27,9 @@ improvement of :math:`g(x)` over the number :math:`\mu(c)` with variance :math:`
 keeps rewarding points next to the champion whose level is uncertain (available as
 ``variant="marginal"``).
 
-:math:`h` is evaluated as :math:`\exp(\log h(u))` with BoTorch's ``_log_ei_helper`` (the
-LogEI paper's stable form), so the value keeps full relative accuracy (and a non-zero gradient)
+:math:`t\,h(\Delta/t)` is evaluated as :math:`\exp(\log h(u) + \log t)`
+(:func:`~botorch_pref.acquisition.improvement.log_expected_improvement`, the LogEI paper's
+stable form), so the value keeps full relative accuracy (and a non-zero gradient)
 far into the tail :math:`u \ll 0`, where :math:`\phi(u) + u\Phi(u)` cancels catastrophically.
 ``log=True`` returns :math:`\log \alpha(x)` itself, which is what a gradient-based optimiser
 should climb once most of the space is unlikely to improve.
@@ -37,13 +38,14 @@ should climb once most of the space is unlikely to improve.
 from __future__ import annotations
 
 import torch
-from botorch.acquisition.analytic import AnalyticAcquisitionFunction, _log_ei_helper
+from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
-from botorch_pref.acquisition.eubo import _difference_variance, _fusable, _fused_moments
+from botorch_pref.acquisition.improvement import log_expected_improvement
+from botorch_pref.acquisition.moments import rbf_predictive_moments, supports_rbf_moments
 
 __all__ = ["ChampionChallenger", "champion", "champion_index"]
 
@@ -175,13 +177,14 @@ class ChampionChallenger(AnalyticAcquisitionFunction):
             )
         c = self.champion.to(X).expand(*X.shape[:-2], 1, X.shape[-1])
         pair = torch.cat([X, c], dim=-2)
-        if self.posterior_transform is None and _fusable(self.model):
+        if self.posterior_transform is None and supports_rbf_moments(self.model):
             # the same moments from the model's cached factors (see LaplaceEUBO)
-            Zs, scale, mean, V = _fused_moments(self.model, pair)
+            moments = rbf_predictive_moments(self.model, pair)
             if self.variant == "joint":
-                var = _difference_variance(Zs, scale, V)
+                var = moments.difference_variance()
             else:
-                var = scale.reshape(scale.shape[:-2]) - V[..., 0, :].square().sum(-1)
+                var = moments.variance(0)
+            mean = moments.mean
             return mean[..., 0] - mean[..., 1], var.clamp_min(MIN_VARIANCE).sqrt()
         posterior = self.model.posterior(pair, posterior_transform=self.posterior_transform)
         mean = posterior.mean.squeeze(-1)
@@ -204,5 +207,5 @@ class ChampionChallenger(AnalyticAcquisitionFunction):
             A ``batch_shape`` tensor of :math:`\alpha(x)` (or :math:`\log\alpha(x)` if ``log``).
         """
         delta, t = self._difference_moments(X)
-        log_value = _log_ei_helper(delta / t) + t.log()
+        log_value = log_expected_improvement(delta, t)
         return log_value if self._log else log_value.exp()

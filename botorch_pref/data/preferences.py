@@ -46,11 +46,31 @@ from torch import Tensor
 
 from botorch_pref.likelihoods import ObservationKind
 
-__all__ = ["ObservationKind", "PreferenceData", "PreferenceDataError"]
+__all__ = ["ObservationKind", "PreferenceData", "PreferenceDataError", "as_index_tensor"]
 
 
 class PreferenceDataError(ValueError, InputDataError):
     """Invalid preference data: raised with a message naming the problem."""
+
+
+def as_index_tensor(values: Tensor, name: str) -> Tensor:
+    """``values`` as a long tensor of design indices, or a :class:`PreferenceDataError`.
+
+    Floating tensors must hold finite whole numbers; booleans and complex numbers are refused.
+
+    Args:
+        values: A tensor of indices.
+        name: The argument's name, for the error message.
+
+    Returns:
+        The long tensor.
+    """
+    if values.is_floating_point():
+        if not bool(torch.isfinite(values).all()) or not bool((values == values.round()).all()):
+            raise PreferenceDataError(f"{name} must hold integer design indices.")
+    elif values.dtype == torch.bool or values.is_complex():
+        raise PreferenceDataError(f"{name} must be integers, got {values.dtype}.")
+    return values.long()
 
 
 def _index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
@@ -104,14 +124,7 @@ class PreferenceData:
             options = torch.empty(0, 2, dtype=torch.long)
         if not torch.is_tensor(options):
             options = torch.as_tensor(options)
-        if options.is_floating_point():
-            if not bool(torch.isfinite(options).all()) or not bool(
-                (options == options.round()).all()
-            ):
-                raise PreferenceDataError("options must hold integer design indices.")
-        elif options.dtype == torch.bool or options.is_complex():
-            raise PreferenceDataError(f"options must be integers, got {options.dtype}.")
-        options = options.long()
+        options = as_index_tensor(options, "options")
         if options.dim() < 2 or options.shape[-1] < 2:
             raise PreferenceDataError(
                 f"options must have shape (batch x) m x Q with Q >= 2, got {tuple(options.shape)}."

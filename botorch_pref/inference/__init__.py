@@ -1,1 +1,48 @@
-"""Inference engines (pure tensor functions)."""
+r"""Laplace inference engines: pure tensor code, no GPyTorch classes.
+
+* :mod:`~botorch_pref.inference.rows`: the difference rows ``A`` (gathers and scatters).
+* :mod:`~botorch_pref.inference.newton`: the damped-Newton driver.
+* :mod:`~botorch_pref.inference.engine`: :class:`LaplaceEngine`, the mode, posterior factors and
+  evidence written once for any curvature.
+* :mod:`~botorch_pref.inference.pairs`: :class:`PairEngine`, pairs with a diagonal curvature.
+* :mod:`~botorch_pref.inference.blocks`: :class:`BlockEngine`, choices, rankings and ties with a
+  block-diagonal curvature.
+"""
+
+from botorch_pref.inference.blocks import BlockEngine, ObservationStructure, build_observations
+from botorch_pref.inference.engine import (
+    LaplaceEngine,
+    LaplaceFactors,
+    ModeResult,
+    WarmStart,
+    predictive_terms,
+)
+from botorch_pref.inference.newton import (
+    Form,
+    NewtonState,
+    choose_form,
+    damped_newton,
+    default_tolerance,
+    fit_tolerance,
+)
+from botorch_pref.inference.pairs import PairEngine, PairStructure, merge_pairs
+
+__all__ = [
+    "BlockEngine",
+    "Form",
+    "LaplaceEngine",
+    "LaplaceFactors",
+    "ModeResult",
+    "NewtonState",
+    "ObservationStructure",
+    "PairEngine",
+    "PairStructure",
+    "WarmStart",
+    "build_observations",
+    "choose_form",
+    "damped_newton",
+    "default_tolerance",
+    "fit_tolerance",
+    "merge_pairs",
+    "predictive_terms",
+]

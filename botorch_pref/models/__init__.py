@@ -1,5 +1,13 @@
-"""Preference models."""
+"""Preference models: the Laplace preference GP, its evidence and its default kernels."""
 
+from botorch_pref.models.evidence import LaplaceEvidence
+from botorch_pref.models.kernels import default_covar_module, make_covar_module
 from botorch_pref.models.pairwise import PairwiseLaplaceGP, PreferenceDataError
 
-__all__ = ["PairwiseLaplaceGP", "PreferenceDataError"]
+__all__ = [
+    "LaplaceEvidence",
+    "PairwiseLaplaceGP",
+    "PreferenceDataError",
+    "default_covar_module",
+    "make_covar_module",
+]

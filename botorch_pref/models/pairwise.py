@@ -1,12 +1,27 @@
 r"""The Laplace pairwise-preference Gaussian process, a BoTorch model.
 
 :class:`PairwiseLaplaceGP` is Chu & Ghahramani's (2005) preference GP: a zero-mean GP prior on a
-latent utility :math:`g`, a pairwise likelihood for "design v beat design u", and the Laplace
-approximation of the posterior at its mode. The numerical work lives in
-:mod:`botorch_pref.inference.laplace` (pure tensor functions); this module holds the data, the
-kernel hyperparameters and the cached factors, and speaks BoTorch's ``Model`` interface so that
-every BoTorch acquisition function, ``fit_gpytorch_mll`` and ``fantasize`` work on it. It is a
-drop-in for :class:`botorch.models.PairwiseGP`: same constructor, same data conventions, same
+latent utility :math:`g`, a likelihood for "design v beat design u" (and for choices, rankings
+and ties), and the Laplace approximation of the posterior at its mode. With utilities
+:math:`f = g(X)` at the designs, :math:`f \sim N(0, K)`, the mode :math:`\hat f` maximises
+:math:`\Psi(f) = \log p(\mathcal D \mid f) - f^\top K^{-1} f / 2` and the posterior is
+approximated by :math:`N(\hat f, (K^{-1} + W)^{-1})` with :math:`W = -\nabla^2 \log p` at the
+mode. At test designs :math:`X_*`,
+
+.. math::
+
+    \mu(X_*) = k(X_*, X)\,\hat\alpha, \qquad
+    \Sigma(X_*) = K_{**} - k(X_*, X)\,(K + W^{-1})^{-1}\,k(X, X_*),
+
+with :math:`\hat f = K\hat\alpha` (computed without any inverse, see
+:mod:`botorch_pref.inference.engine`).
+
+The model holds a Laplace engine for its data (:func:`botorch_pref.models.data.build_engine`:
+pairs take the diagonal-curvature pair engine, other answers the block engine), the kernel
+hyperparameters and the factors cached once per data set and hyperparameter values, and speaks
+BoTorch's ``Model`` interface so that every BoTorch acquisition function, ``fit_gpytorch_mll``
+(with :class:`~botorch_pref.models.evidence.LaplaceEvidence`) and ``fantasize`` work on it. It is
+a drop-in for :class:`botorch.models.PairwiseGP`: same constructor, same data conventions, same
 scale convention for the probit noise.
 
 Differences from ``PairwiseGP`` (all deliberate):
@@ -17,15 +32,13 @@ Differences from ``PairwiseGP`` (all deliberate):
 * The probit hazard :math:`\phi(z)/\Phi(z)` is exact (``PairwiseGP`` clamps ``z`` at +-3), so
   strongly consistent answers are weighted correctly.
 * Factors are cached once per data set and hyperparameter values: a posterior call is kernel
-  evaluations and one batched triangular solve.
+  evaluations and one batched matrix product.
 * The prior mean is zero (``PairwiseGP``'s constant mean is frozen at zero too): utilities are
-  identified only up to a shift, see :meth:`PairwiseLaplaceGP.relative_posterior` in the
-  diagnostics.
+  identified only up to a shift, see :func:`botorch_pref.diagnostics.relative_posterior`.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from copy import deepcopy
 from typing import Any
@@ -35,18 +48,24 @@ from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.posteriors.posterior import Posterior
-from gpytorch.constraints import GreaterThan
 from gpytorch.distributions import MultivariateNormal
-from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
+from gpytorch.kernels import Kernel
 from gpytorch.models import GP
-from gpytorch.priors import GammaPrior, LogNormalPrior
 from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 
 from botorch_pref.data.preferences import PreferenceData, PreferenceDataError
-from botorch_pref.inference import laplace
-from botorch_pref.inference import observations as obs_engine
+from botorch_pref.inference.engine import LaplaceEngine, LaplaceFactors, ModeResult, WarmStart
+from botorch_pref.inference.newton import Form, default_tolerance, fit_tolerance
 from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit
+from botorch_pref.models.data import (
+    append_comparisons,
+    build_engine,
+    expand_comparisons,
+    validate_training_data,
+)
+from botorch_pref.models.kernels import default_covar_module, make_covar_module
+from botorch_pref.models.prediction import laplace_predict
 
 __all__ = [
     "PairwiseLaplaceGP",
@@ -56,205 +75,12 @@ __all__ = [
 ]
 
 
-def default_covar_module(
-    dim: int,
-    batch_shape: torch.Size = torch.Size(),
-    dtype: torch.dtype = torch.float64,
-) -> ScaleKernel:
-    r"""The default kernel: a scaled ARD RBF kernel with priors a user can leave alone.
-
-    * Lengthscales: :math:`\text{Gamma}(2.4, 2.7)` (mode 0.52 on unit-cube inputs), bounded below
-      by 1e-4 -- BoTorch ``PairwiseGP``'s prior, which keeps lengthscales at the scale of the
-      unit cube, the scale at which a utility that a person can express usually varies.
-    * Outputscale: :math:`\text{LogNormal}(\log 10, 1.5)`, bounded below by 1e-4, initial
-      value 10 (the prior's median). In the probit convention the outputscale is the utility's
-      variance in units of the answer noise: the median 10 says "two unrelated designs are
-      answered correctly about 90% of the time" (:math:`1 - \arctan(10^{-1/2})/\pi`), and the
-      95% range (0.5 to 190) runs from "answers are nearly random" to "answers are nearly
-      noiseless". Note that a MAP fit adds the prior's density *in the outputscale*, whose mode
-      is :math:`10 e^{-1.5^2} \approx 1.05`, not the median: the prior pulls fitted
-      outputscales down (on EUBO runs on Hartmann-6 to 1.5-4.4 where the evidence alone and
-      ``PairwiseGP`` reach 4.7-8.8), with no measurable effect on the loop's regret (see
-      :func:`botorch_pref.loop.box_covar_module`). ``PairwiseGP`` uses a smoothed box on
-      [0.01, 100] instead; when answers are consistent the evidence keeps rising with the
-      outputscale, the optimum sits on the box's steep edge and L-BFGS needs 3-5 times more
-      evaluations to find it (measured on the model benchmark), while the smooth prior gives
-      the same or better rank correlation.
-    * Both are optimised in log scale (``value = bound + exp(raw)``), which halves the number of
-      L-BFGS evaluations again.
-
-    The dimension-scaled lengthscale prior of newer BoTorch single-task models (LogNormal with
-    location :math:`\sqrt 2 + \log(d)/2`) is available as ``lengthscale_prior="dim_scaled"``;
-    ``benchmarks/model.py --priors`` compares the two in 2-D and in 20-D with 6 relevant inputs.
-
-    Args:
-        dim: Input dimension (one lengthscale each).
-        batch_shape: Batch shape of the hyperparameters.
-        dtype: Dtype of the hyperparameters.
-
-    Returns:
-        The kernel.
-    """
-    return make_covar_module(dim, batch_shape=batch_shape, dtype=dtype)
-
-
-def make_covar_module(
-    dim: int,
-    lengthscale_prior: str = "gamma",
-    batch_shape: torch.Size = torch.Size(),
-    dtype: torch.dtype = torch.float64,
-) -> ScaleKernel:
-    """A scaled ARD RBF kernel with the default outputscale prior and a choice of lengthscale prior.
-
-    Args:
-        dim: Input dimension.
-        lengthscale_prior: ``"gamma"`` (``PairwiseGP``'s Gamma(2.4, 2.7), the default) or
-            ``"dim_scaled"`` (LogNormal(sqrt 2 + log(d) / 2, sqrt 3), BoTorch's dimension-scaled
-            prior, whose median lengthscale grows like sqrt(d)).
-        batch_shape: Batch shape of the hyperparameters.
-        dtype: Dtype of the hyperparameters.
-
-    Returns:
-        The kernel.
-    """
-    if lengthscale_prior == "gamma":
-        ls_prior = GammaPrior(concentration=2.4, rate=2.7)
-        ls_init = (2.4 - 1) / 2.7
-    elif lengthscale_prior == "dim_scaled":
-        ls_prior = LogNormalPrior(math.sqrt(2) + math.log(dim) / 2, math.sqrt(3))
-        ls_init = math.exp(math.sqrt(2) + math.log(dim) / 2 - 3)  # the prior's mode
-    else:
-        raise ValueError(
-            f"lengthscale_prior must be 'gamma' or 'dim_scaled', got {lengthscale_prior!r}."
-        )
-    # Log-parametrised constraints (value = bound + exp(raw)): L-BFGS then steps in log-scale,
-    # where lengthscales near 0.2 and outputscales near 200 are equally well conditioned; on
-    # the model benchmark this halves the evaluations fit_gpytorch_mll needs, same optimum.
-    log_scale = {"transform": torch.exp, "inv_transform": torch.log}
-    return ScaleKernel(
-        RBFKernel(
-            batch_shape=batch_shape,
-            ard_num_dims=dim,
-            lengthscale_prior=ls_prior,
-            lengthscale_constraint=GreaterThan(1e-4, initial_value=ls_init, **log_scale),
-            dtype=dtype,
-        ),
-        batch_shape=batch_shape,
-        outputscale_prior=LogNormalPrior(math.log(10.0), 1.5),
-        outputscale_constraint=GreaterThan(1e-4, initial_value=10.0, **log_scale),
-        dtype=dtype,
-    )
-
-
-def _validate(
-    datapoints: Tensor, comparisons: Tensor | PreferenceData
-) -> tuple[Tensor, Tensor | PreferenceData]:
-    """Check shapes, dtypes and values of the data; return them (comparisons as long).
-
-    :class:`PreferenceData` holding pairs only comes back as its ``m x 2`` tensor, so that
-    pairwise data always take the pairwise code path.
-    """
-    if isinstance(comparisons, PreferenceData):
-        if comparisons.is_pairwise:
-            comparisons = comparisons.as_comparisons()
-        else:
-            return _validate_general(datapoints, comparisons)
-    if not torch.is_tensor(datapoints) or not torch.is_tensor(comparisons):
-        raise PreferenceDataError(
-            "datapoints must be a torch tensor and comparisons a tensor or PreferenceData."
-        )
-    if datapoints.dtype not in (torch.float32, torch.float64):
-        raise PreferenceDataError(f"datapoints must be float32 or float64, got {datapoints.dtype}.")
-    if datapoints.dim() < 2:
-        raise PreferenceDataError(
-            f"datapoints must have shape (batch x) n x d, got {tuple(datapoints.shape)}."
-        )
-    n = datapoints.shape[-2]
-    if n < 2 or datapoints.shape[-1] < 1:
-        raise PreferenceDataError(
-            f"datapoints must hold at least 2 designs of dimension >= 1, got shape "
-            f"{tuple(datapoints.shape)}."
-        )
-    if not bool(torch.isfinite(datapoints).all()):
-        raise PreferenceDataError("datapoints contain NaN or infinite values.")
-    if comparisons.dim() < 2 or comparisons.shape[-1] != 2:
-        raise PreferenceDataError(
-            "comparisons must have shape (batch x) m x 2 of (winner, loser) rows, got "
-            f"{tuple(comparisons.shape)}."
-        )
-    if comparisons.shape[-2] == 0:
-        raise PreferenceDataError("comparisons is empty: a model needs at least one answer.")
-    if comparisons.is_floating_point():
-        if not bool(torch.isfinite(comparisons).all()) or not bool(
-            (comparisons == comparisons.round()).all()
-        ):
-            raise PreferenceDataError("comparisons must hold integer design indices.")
-    elif comparisons.dtype == torch.bool or comparisons.is_complex():
-        raise PreferenceDataError(f"comparisons must be integers, got {comparisons.dtype}.")
-    comparisons = comparisons.long()
-    padding = (comparisons == -1).all(-1)
-    real = comparisons[~padding]
-    if real.numel() == 0:
-        raise PreferenceDataError("comparisons hold only padding rows (-1, -1): no answer at all.")
-    low, high = int(real.min()), int(real.max())
-    if low < 0 or high >= n:
-        raise PreferenceDataError(
-            f"comparison indices must lie in [0, {n - 1}] (n = {n} datapoints); found "
-            f"{low if low < 0 else high} (only whole rows (-1, -1) may mark padding)."
-        )
-    same = (comparisons[..., 0] == comparisons[..., 1]) & ~padding
-    if bool(same.any()):
-        rows = same.nonzero()[:3].tolist()
-        raise PreferenceDataError(
-            f"a comparison compares a design with itself (winner == loser) at {rows}."
-        )
-    try:
-        torch.broadcast_shapes(datapoints.shape[:-2], comparisons.shape[:-2])
-    except RuntimeError as err:
-        raise PreferenceDataError(
-            f"batch shapes of datapoints {tuple(datapoints.shape[:-2])} and comparisons "
-            f"{tuple(comparisons.shape[:-2])} do not broadcast."
-        ) from err
-    return datapoints, comparisons
-
-
-def _validate_datapoints(datapoints: Tensor) -> None:
-    if not torch.is_tensor(datapoints):
-        raise PreferenceDataError("datapoints must be a torch tensor.")
-    if datapoints.dtype not in (torch.float32, torch.float64):
-        raise PreferenceDataError(f"datapoints must be float32 or float64, got {datapoints.dtype}.")
-    if datapoints.dim() < 2 or datapoints.shape[-2] < 2 or datapoints.shape[-1] < 1:
-        raise PreferenceDataError(
-            f"datapoints must have shape (batch x) n x d with n >= 2 and d >= 1, got "
-            f"{tuple(datapoints.shape)}."
-        )
-    if not bool(torch.isfinite(datapoints).all()):
-        raise PreferenceDataError("datapoints contain NaN or infinite values.")
-
-
-def _validate_general(datapoints: Tensor, data: PreferenceData) -> tuple[Tensor, PreferenceData]:
-    """Validate designs and general (non-pairwise) preference data."""
-    _validate_datapoints(datapoints)
-    data.validate(datapoints.shape[-2])
-    try:
-        torch.broadcast_shapes(datapoints.shape[:-2], data.batch_shape)
-    except RuntimeError as err:
-        raise PreferenceDataError(
-            f"batch shapes of datapoints {tuple(datapoints.shape[:-2])} and the preference data "
-            f"{tuple(data.batch_shape)} do not broadcast."
-        ) from err
-    return datapoints, data
-
-
 class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
     r"""Preference GP with a pairwise likelihood and the Laplace approximation.
 
     Prior :math:`g \sim GP(0, k)`; an answer ``(v, u)`` ("v beat u") has probability
-    :math:`\sigma((g(x_v) - g(x_u)) / s)` (:mod:`botorch_pref.likelihoods`). The posterior of
-    :math:`g` is approximated by a Gaussian at the mode :math:`\hat f` with precision
-    :math:`K^{-1} + W`; its predictive mean at :math:`x` is :math:`k(x, X) A^\top \hat G` and its
-    covariance :math:`k(x, x') - k(x, X) (K + W^{-})^{-1} k(X, x')` (computed without inverses,
-    see :mod:`botorch_pref.inference.laplace`).
+    :math:`F((g(x_v) - g(x_u)) / s)` (:mod:`botorch_pref.likelihoods`); the posterior is the
+    Laplace approximation at the mode (module docstring).
 
     Example:
         >>> X = torch.rand(10, 2, dtype=torch.float64)
@@ -274,9 +100,9 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             rankings and ties as well as pairs: a q-option answer is recorded as
             ``data.add_choice(option_indices, chosen=index)`` (or ``add_ranking(options,
             order)``), a "no preference" answer as ``data.add_tie(i, j)``, all indexing the
-            rows of ``datapoints``. Pair-only ``PreferenceData`` takes exactly the pairwise code
-            path; other data take the general engine
-            (:mod:`botorch_pref.inference.observations`).
+            rows of ``datapoints``. Pair-only ``PreferenceData`` takes exactly the pair engine
+            (:mod:`botorch_pref.inference.pairs`); other data take the block engine
+            (:mod:`botorch_pref.inference.blocks`).
         likelihood: A :class:`~botorch_pref.likelihoods.PairwiseLikelihood`; default
             :class:`~botorch_pref.likelihoods.PairwiseProbit` (``P = Phi(delta / sqrt 2)``).
             It must model every observation kind in the data: ties need a ``tie_threshold``,
@@ -302,7 +128,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         covar_module: Kernel | None = None,
         input_transform: InputTransform | None = None,
         *,
-        form: laplace.Form | None = None,
+        form: Form | None = None,
         tol: float | None = None,
         max_iter: int = 100,
     ) -> None:
@@ -325,12 +151,11 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         self._max_iter = int(max_iter)
         self._datapoints: Tensor | None = None
         self._comparisons: Tensor | PreferenceData | None = None
+        self._engine: LaplaceEngine | None = None
         self._reset_state()
-        # (pair keys, beta) or (flat observation options, beta) for warm starts
-        self._warm: tuple[Tensor, Tensor] | None = None
+        self._warm: WarmStart | None = None  # what the next mode search may start from
         if datapoints is not None:
-            datapoints, comparisons = _validate(datapoints, comparisons)
-            self._set_data(datapoints, comparisons)
+            self._set_data(*validate_training_data(datapoints, comparisons, likelihood))
         dtype = datapoints.dtype if datapoints is not None else torch.float64
         if covar_module is None:
             if datapoints is None:
@@ -351,63 +176,40 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
 
     # ------------------------------------------------------------------ data
     def _reset_state(self) -> None:
-        self._structure: laplace.PairStructure | obs_engine.ObservationStructure | None = None
-        self._mode: laplace.ModeResult | None = None
-        self._factors: laplace.LaplaceFactors | None = None
+        self._mode: ModeResult | None = None
+        self._factors: LaplaceFactors | None = None
         self._snapshot: Tensor | None = None
         self._train_X: Tensor | None = None  # transformed datapoints
         self._loose = False  # mode found at the looser fitting tolerance
         self._K: Tensor | None = None  # flat-batch prior covariance at the mode's hyperparameters
 
-    def _set_data(self, datapoints: Tensor, comparisons: Tensor | PreferenceData) -> None:
-        if isinstance(comparisons, PreferenceData):
-            self._set_general_data(datapoints, comparisons)
-            return
-        batch = torch.broadcast_shapes(datapoints.shape[:-2], comparisons.shape[:-2])
+    def _set_data(
+        self, datapoints: Tensor, comparisons: Tensor | PreferenceData, batch: torch.Size
+    ) -> None:
+        """Store validated data broadcast to ``batch`` and build their engine."""
         datapoints = datapoints.expand(*batch, *datapoints.shape[-2:])
-        comparisons = comparisons.to(datapoints.device).expand(*batch, *comparisons.shape[-2:])
-        old_structure = self._structure
-        old_mode = self._mode
+        comparisons = expand_comparisons(comparisons, batch, datapoints.device)
+        old_engine, old_mode = self._engine, self._mode
         self._datapoints, self._comparisons = datapoints, comparisons
         self.train_inputs = (datapoints,)
-        self.train_targets = comparisons
+        is_data = isinstance(comparisons, PreferenceData)
+        self.train_targets = comparisons.options if is_data else comparisons
         self._reset_state()
-        n = datapoints.shape[-2]
-        self._structure = laplace.merge_pairs(
-            comparisons.reshape(-1, *comparisons.shape[-2:]), n, dtype=datapoints.dtype
-        )
-        if isinstance(old_structure, laplace.PairStructure) and old_mode is not None:
-            self._warm = (_pair_keys(old_structure, n), old_mode.beta)
-        else:
-            self._warm = None
-
-    def _set_general_data(self, datapoints: Tensor, data: PreferenceData) -> None:
-        try:
-            self.likelihood.check_kinds(data.kinds_present)
-        except ValueError as err:
-            raise PreferenceDataError(str(err)) from err
-        batch = torch.broadcast_shapes(datapoints.shape[:-2], data.batch_shape)
-        datapoints = datapoints.expand(*batch, *datapoints.shape[-2:])
-        data = data.to(datapoints.device).expand(*batch)
-        old_structure = self._structure
-        old_mode = self._mode
-        self._datapoints, self._comparisons = datapoints, data
-        self.train_inputs = (datapoints,)
-        self.train_targets = data.options
-        self._reset_state()
-        flat = data.reshape(-1)
-        self._structure = obs_engine.build_observations(flat.options, flat.kind, flat.n_stages)
-        if isinstance(old_structure, obs_engine.ObservationStructure) and old_mode is not None:
-            self._warm = (_observation_rows(old_structure), old_mode.beta)
-        else:
-            self._warm = None
+        self._engine = build_engine(self.likelihood, datapoints, comparisons)
+        self._warm = None
+        if old_engine is not None and old_mode is not None:
+            self._warm = old_engine.warm_start(old_mode, datapoints.shape[-2])
 
     @property
-    def _engine(self):
-        """The inference module for the data: the pairwise engine or the general one."""
-        if isinstance(self._structure, obs_engine.ObservationStructure):
-            return obs_engine
-        return laplace
+    def engine(self) -> LaplaceEngine | None:
+        """The Laplace engine of the data (``None`` without data).
+
+        A :class:`~botorch_pref.inference.pairs.PairEngine` for pairwise comparisons, a
+        :class:`~botorch_pref.inference.blocks.BlockEngine` for choices, rankings and ties.
+        """
+        if self._engine is not None:
+            self._engine.likelihood = self.likelihood  # follow a replaced likelihood
+        return self._engine
 
     def set_train_data(
         self,
@@ -435,8 +237,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         comparisons = self._comparisons if comparisons is None else comparisons
         if datapoints is None or comparisons is None:
             raise PreferenceDataError("set_train_data needs both datapoints and comparisons.")
-        datapoints, comparisons = _validate(datapoints, comparisons)
-        self._set_data(datapoints, comparisons)
+        self._set_data(*validate_training_data(datapoints, comparisons, self.likelihood))
         if update_model:
             self._update_mode()
 
@@ -530,9 +331,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         tol = tol if tol is not None else self._tol
         beta0 = self._warm_beta()
         d0 = self._mode.d if self._mode is not None else None
-        mode = self._engine.find_mode(
-            self.likelihood,
-            self._structure,
+        mode = self.engine.find_mode(
             K,
             beta0,
             d0=d0,
@@ -553,32 +352,14 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         self._train_X = X.detach().expand(*self.batch_shape, *X.shape[-2:])
         self._snapshot = self._hyper_snapshot()
         self._warm = None
-        self._loose = tol is not None and tol > laplace.default_tolerance(K.dtype)
+        self._loose = tol is not None and tol > default_tolerance(K.dtype)
 
     def _warm_beta(self) -> Tensor | None:
-        structure = self._structure
         if self._mode is not None:  # same data, new hyperparameters
             return self._mode.beta
         if self._warm is None:
             return None
-        if isinstance(structure, obs_engine.ObservationStructure):
-            return _warm_rows(self._warm, structure)
-        old_keys, old_beta = self._warm
-        new_keys = _pair_keys(structure, self.n)
-        B = new_keys.shape[0]
-        if old_keys.shape[0] == 1 and B > 1:
-            old_keys, old_beta = old_keys.expand(B, -1), old_beta.expand(B, -1)
-        if old_keys.shape[0] != B:
-            return None
-        order = new_keys.argsort(-1)
-        sorted_keys = new_keys.gather(-1, order)
-        pos = torch.searchsorted(sorted_keys, old_keys.contiguous()).clamp_max(
-            sorted_keys.shape[-1] - 1
-        )
-        hit = sorted_keys.gather(-1, pos) == old_keys
-        target = order.gather(-1, pos)
-        beta0 = torch.zeros(B, structure.p, dtype=old_beta.dtype, device=old_beta.device)
-        return beta0.scatter_add(-1, target, torch.where(hit, old_beta, 0.0))
+        return self.engine.warm_beta(self._warm)
 
     def _ensure_current(self) -> None:
         if not self._has_data():
@@ -590,7 +371,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         r"""Laplace evidence :math:`\log Z` per batch member, differentiable in hyperparameters.
 
         Finds the mode without autograd (warm-started), then takes one Newton step with autograd
-        from it (see :func:`botorch_pref.inference.laplace.evidence_with_gradients`).
+        from it (see :meth:`botorch_pref.inference.engine.LaplaceEngine.evidence_with_gradients`).
 
         Returns:
             A ``batch_shape`` tensor.
@@ -601,28 +382,24 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         K = self._flat_K(X)
         # A looser tolerance suffices here: the Newton step below squares the mode's error, and
         # the first posterior call polishes the mode to the full tolerance.
-        self._set_mode(K.detach(), X, tol=self._tol or laplace.fit_tolerance(K.dtype))
-        log_z, _ = self._engine.evidence_with_gradients(
-            self.likelihood, self._structure, K, self._mode
-        )
+        self._set_mode(K.detach(), X, tol=self._tol or fit_tolerance(K.dtype))
+        log_z, _ = self.engine.evidence_with_gradients(K, self._mode)
         return log_z.reshape(self.batch_shape)
 
     # -------------------------------------------------------------- predict
-    def _current_factors(self) -> laplace.LaplaceFactors:
+    def _current_factors(self) -> LaplaceFactors:
         """The posterior factors for the current data and hyperparameters (formed lazily)."""
         self._ensure_current()
         if self._factors is None:
-            self._factors = self._engine.laplace_factors(
-                self.likelihood, self._structure, self._K, self._mode
-            )
+            self._factors = self.engine.laplace_factors(self._K, self._mode)
         return self._factors
 
-    def predictive_factors(self) -> tuple[Tensor, laplace.LaplaceFactors]:
+    def predictive_factors(self) -> tuple[Tensor, LaplaceFactors]:
         r"""Transformed training inputs and posterior factors, for fused acquisition code.
 
         The predictive mean at transformed inputs :math:`x` is :math:`k(x, X)\,\alpha` and the
         covariance :math:`k(x, x') - (M k(X, x))^\top M k(X, x')`
-        (:class:`~botorch_pref.inference.laplace.LaplaceFactors`). Both are detached: they
+        (:class:`~botorch_pref.inference.engine.LaplaceFactors`). Both are detached: they
         follow the hyperparameters' current values, not their gradients.
 
         Returns:
@@ -636,42 +413,12 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
 
     def _predict(self, X: Tensor, full_cov: bool = True) -> tuple[Tensor, Tensor]:
         """Posterior (or prior) mean and covariance at ``X`` (``... x q x d``, transformed)."""
-        q = X.shape[-2]
         if not self._has_data():
             K = self.covar_module(X).to_dense()
             mean = torch.zeros(K.shape[:-1], dtype=X.dtype, device=X.device)
             return mean, K
         factors = self._current_factors()  # brings the mode up to date first
-        model_batch = self.batch_shape
-        out_batch = torch.broadcast_shapes(X.shape[:-2], model_batch)
-        nm = len(model_batch)
-        model_part = out_batch[len(out_batch) - nm :]
-        lead = out_batch[: len(out_batch) - nm]
-        T = math.prod(lead)
-        Bp = math.prod(model_part)
-        train_X = self._train_X
-        if tuple(model_part) != tuple(model_batch):  # broadcast size-1 model dims
-            idx = torch.arange(math.prod(model_batch), device=X.device)
-            idx = idx.reshape(model_batch).expand(model_part).reshape(-1)
-            factors = _index_factors(factors, idx)
-            train_X = train_X.expand(*model_part, *train_X.shape[-2:])
-        d = X.shape[-1]
-        Xe = X.expand(*out_batch, q, d).reshape(T, *model_part, q, d)
-        # training-test covariance: test points of all lead members side by side
-        Xt = Xe.movedim(0, -3).reshape(*model_part, T * q, d)
-        K_cross = self.covar_module(train_X, Xt).to_dense()
-        K_cross = K_cross.expand(*model_part, *K_cross.shape[-2:]).reshape(Bp, -1, T * q)
-        K_test = self.covar_module(Xe).to_dense() if full_cov else None
-        if K_test is not None:
-            K_test = K_test.expand(T, *model_part, q, q).reshape(T, Bp, q, q)
-        mean, V = laplace.predictive_terms(factors, K_cross)
-        mean = mean.reshape(Bp, T, q).transpose(0, 1).reshape(*out_batch, q)
-        V = V.reshape(Bp, -1, T, q).permute(2, 0, 1, 3)  # T x B x r x q
-        if K_test is None:
-            var = self.covar_module(Xe, diag=True).reshape(T, Bp, q) - (V * V).sum(-2)
-            return mean, var.reshape(*out_batch, q)
-        cov = K_test - V.transpose(-1, -2) @ V
-        return mean, cov.reshape(*out_batch, q, q)
+        return laplace_predict(self.covar_module, self._train_X, factors, X, full_cov)
 
     def forward(self, X: Tensor) -> MultivariateNormal:
         """The Laplace posterior (prior without data) at transformed inputs ``X``."""
@@ -768,55 +515,15 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             return new_model
         batch = torch.broadcast_shapes(Y.shape[:-2], X.shape[:-2], self.batch_shape)
         old_X = self._datapoints.expand(*batch, *self._datapoints.shape[-2:])
-        if isinstance(self._comparisons, PreferenceData):
-            return self._condition_general(new_model, batch, old_X, X, Y)
-        old_C = self._comparisons.expand(*batch, *self._comparisons.shape[-2:])
         new_X = torch.cat([old_X, X.to(old_X).expand(*batch, *X.shape[-2:])], dim=-2)
-        new_C = torch.cat(
-            [old_C, Y.long().to(old_C.device).expand(*batch, *Y.shape[-2:]) + self.n], dim=-2
-        )
-        # warm start: old pairs keep their indices, broadcast over the new batch
+        new_C = append_comparisons(self._comparisons, Y, self.n, batch)
+        # warm start: old rows keep their indices, broadcast over the new batch
         self._ensure_current()
-        old_keys = _pair_keys(self._structure, new_X.shape[-2])
-        B_old = old_keys.shape[0]
-        B_new = math.prod(batch)
-        beta = self._mode.beta
-        if B_old not in (1, B_new):
-            shape_old = (*self.batch_shape, old_keys.shape[-1])
-            old_keys = old_keys.reshape(shape_old).expand(*batch, -1).reshape(B_new, -1)
-            beta = beta.reshape(shape_old).expand(*batch, -1).reshape(B_new, -1)
+        warm = self.engine.warm_start(self._mode, new_X.shape[-2])
         new_model._mode = None
-        new_model._structure = None
+        new_model._engine = None
         new_model.set_train_data(new_X, new_C, update_model=False)
-        new_model._warm = (old_keys, beta)
-        new_model._update_mode()
-        return new_model
-
-    def _condition_general(
-        self, new_model: PairwiseLaplaceGP, batch: torch.Size, old_X: Tensor, X: Tensor, Y: Tensor
-    ) -> PairwiseLaplaceGP:
-        """:meth:`condition_on_observations` for general data: pairs ``Y`` are appended."""
-        new_X = torch.cat([old_X, X.to(old_X).expand(*batch, *X.shape[-2:])], dim=-2)
-        old_data = self._comparisons.expand(*batch)
-        Yd = PreferenceData.from_comparisons(
-            Y.long().to(old_data.device).expand(*batch, *Y.shape[-2:])
-        )
-        new_data = PreferenceData.cat([old_data, Yd.shift(self.n)])
-        self._ensure_current()
-        rows = _observation_rows(self._structure)
-        beta = self._mode.beta.reshape(*rows.shape[:-1])
-        B_new = math.prod(batch)
-        if rows.shape[0] not in (1, B_new):
-            rows = rows.reshape(*self.batch_shape, *rows.shape[1:]).expand(*batch, *rows.shape[1:])
-            beta = beta.reshape(*self.batch_shape, *beta.shape[1:]).expand(*batch, *beta.shape[1:])
-            rows, beta = (
-                rows.reshape(B_new, *rows.shape[-3:]),
-                beta.reshape(B_new, *beta.shape[-2:]),
-            )
-        new_model._mode = None
-        new_model._structure = None
-        new_model.set_train_data(new_X, new_data, update_model=False)
-        new_model._warm = (rows, beta.reshape(beta.shape[0], -1))
+        new_model._warm = warm.expand(self.batch_shape, batch)
         new_model._update_mode()
         return new_model
 
@@ -829,44 +536,3 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
 
 def _same(a: Tensor | None, b: Tensor) -> bool:
     return a is not None and a.shape == b.shape and a.device == b.device and torch.equal(a, b)
-
-
-def _pair_keys(structure: laplace.PairStructure, n: int) -> Tensor:
-    """Integer key ``i * n + j`` of each pair; padding pairs get ``n * n`` (never a real key)."""
-    pairs = structure.pairs
-    keys = pairs[..., 0] * n + pairs[..., 1]
-    return torch.where(keys == 0, n * n, keys)
-
-
-def _observation_rows(structure: obs_engine.ObservationStructure) -> Tensor:
-    """The rows of general observations as ``B x m x (Q-1) x 2``."""
-    B, m = structure.kind.shape
-    return structure.rows.reshape(B, m, structure.width, 2)
-
-
-def _warm_rows(
-    warm: tuple[Tensor, Tensor], structure: obs_engine.ObservationStructure
-) -> Tensor | None:
-    """Row coefficients for the new observations from the old ones where they are a prefix.
-
-    Observations are appended (as :meth:`PairwiseLaplaceGP.condition_on_observations` does): the
-    first ``m_old`` observations keep their rows and coefficients, new rows start at zero.
-    """
-    old_rows, old_beta = warm
-    new_rows = _observation_rows(structure)
-    B, m, w = new_rows.shape[:3]
-    if old_rows.shape[0] == 1 and B > 1:
-        old_rows = old_rows.expand(B, *old_rows.shape[1:])
-        old_beta = old_beta.expand(B, -1)
-    Bo, mo, wo = old_rows.shape[:3]
-    if Bo != B or mo > m or wo > w:
-        return None
-    if not torch.equal(new_rows[:, :mo, :wo], old_rows.to(new_rows.device)):
-        return None
-    beta0 = old_beta.new_zeros(B, m, w)
-    beta0[:, :mo, :wo] = old_beta.reshape(B, mo, wo)
-    return beta0.reshape(B, -1)
-
-
-def _index_factors(f: laplace.LaplaceFactors, idx: Tensor) -> laplace.LaplaceFactors:
-    return laplace.LaplaceFactors(f.alpha[idx], f.M[idx])

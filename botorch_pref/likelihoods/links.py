@@ -1,0 +1,232 @@
+r"""Pairwise links: probit (Thurstone-Mosteller) and logit (Bradley-Terry), with optional ties.
+
+:class:`PairwiseProbit`: :math:`P(v \succ u) = \Phi(\delta / s)`, independent
+:math:`N(0, \sigma^2)` noise on each option's utility, :math:`s = \sqrt 2 \sigma`. Its log
+likelihood's derivatives use the inverse Mills ratio :math:`\lambda(z) = \phi(z)/\Phi(z)`
+(:func:`probit_hazard`, computed without clamping ``z``):
+
+.. math::
+
+    \frac{d}{d\delta} \log\Phi(\delta/s) = \lambda(z)/s, \qquad
+    -\frac{d^2}{d\delta^2} \log\Phi(\delta/s) = \lambda(z)(z + \lambda(z))/s^2,
+    \qquad z = \delta / s.
+
+:class:`PairwiseLogit`: :math:`P(v \succ u) = \operatorname{sigmoid}(\delta / s)`, independent
+Gumbel noise of scale :math:`s`; derivatives :math:`\sigma(-z)/s` and
+:math:`\sigma(z)\sigma(-z)/s^2`. Both log-CDFs are concave, so the curvature is positive.
+
+Scale convention: BoTorch's :class:`~botorch.models.PairwiseGP` fixes the probit noise at one,
+so that :math:`P = \Phi(\delta / \sqrt 2)`, and lets the kernel's outputscale absorb the noise
+level. :class:`PairwiseProbit` keeps that default (``noise_std=1``), and :class:`PairwiseLogit`
+defaults to BoTorch's :math:`P = \operatorname{sigmoid}(\delta)`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from gpytorch.constraints import Interval
+from gpytorch.priors import Prior
+from torch import Tensor
+
+from botorch_pref.likelihoods.base import PairwiseLikelihood, positive_float
+
+__all__ = ["PairwiseLogit", "PairwiseProbit", "probit_hazard"]
+
+
+def _log1mexp(x: Tensor) -> Tensor:
+    r""":math:`\log(1 - e^x)` for :math:`x < 0`, accurate on both sides of :math:`-\log 2`."""
+    return torch.where(
+        x > -math.log(2.0),
+        torch.log(-torch.expm1(x.clamp_max(-1e-300 if x.dtype == torch.float64 else -1e-38))),
+        torch.log1p(-torch.exp(x.clamp_max(-math.log(2.0)))),
+    )
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+# Below -threshold the asymptotic series for z + lambda(z) replaces the difference of two large
+# numbers; the series' first omitted term, 8162 x^-11, is below 1e-7 relative at x = 10 and
+# 1e-11 at x = 30, and the direct difference loses about eps * x / (z + lambda) ~ eps * x^2.
+_SERIES_THRESHOLD = {torch.float64: 30.0, torch.float32: 10.0}
+
+
+def probit_hazard(z: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Inverse Mills ratio of the standard normal and its curvature factor, without clamping.
+
+    Computes :math:`\lambda(z) = \phi(z) / \Phi(z)` as :math:`\exp(\log\phi(z) - \log\Phi(z))`
+    for :math:`z \ge 0` and as :math:`\sqrt{2/\pi} / \operatorname{erfcx}(-z/\sqrt 2)` for
+    :math:`z < 0`, where the logarithms would cancel (their difference loses
+    :math:`\epsilon z^2/2` in float32), and :math:`z + \lambda(z) \in (0, \infty)`, which
+    multiplies :math:`\lambda` in the negative second derivative of :math:`\log\Phi`:
+
+    .. math::
+
+        -\frac{d^2}{dz^2}\log\Phi(z) = \lambda(z)\,(z + \lambda(z)).
+
+    For :math:`z \ll 0`, :math:`\lambda(z) \approx -z` and the sum cancels catastrophically; there
+    the asymptotic series :math:`z + \lambda = x^{-1} - 2x^{-3} + 10x^{-5} - 74x^{-7} + 706x^{-9}`
+    with :math:`x = -z` is used instead, so the curvature stays positive and accurate in float32.
+
+    Args:
+        z: A floating tensor of standardised differences, any shape.
+
+    Returns:
+        A tuple ``(lam, z_plus_lam)`` of tensors shaped like ``z``.
+    """
+    threshold = _SERIES_THRESHOLD.get(z.dtype, 10.0)
+    negative = z < 0
+    log_phi = -0.5 * z * z - 0.5 * math.log(2.0 * math.pi)
+    lam_pos = torch.exp(log_phi - torch.special.log_ndtr(z))
+    lam_neg = _SQRT_2_OVER_PI / torch.special.erfcx(-z.clamp_max(0) / math.sqrt(2.0))
+    lam = torch.where(negative, lam_neg, lam_pos)
+    x = (-z).clamp_min(threshold)  # only used where z < -threshold
+    ix2 = 1.0 / (x * x)
+    series = (1.0 + ix2 * (-2.0 + ix2 * (10.0 + ix2 * (-74.0 + ix2 * 706.0)))) / x
+    z_plus_lam = torch.where(z < -threshold, series, z + lam)
+    return lam, z_plus_lam
+
+
+class PairwiseProbit(PairwiseLikelihood):
+    r"""Thurstone-Mosteller (probit) likelihood :math:`P(v \succ u) = \Phi(\delta / s)`.
+
+    Each option's perceived utility carries independent :math:`N(0, \sigma^2)` noise, so the
+    difference has standard deviation :math:`s = \sqrt 2 \sigma` (Chu & Ghahramani 2005). The
+    default :math:`\sigma = 1` is BoTorch's convention: the kernel's outputscale measures the
+    utility in units of the noise.
+
+    With a ``tie_threshold`` :math:`\theta` the model is ordinal: the person reports "no
+    preference" when the perceived difference lies within :math:`\pm\theta`, so
+    :math:`P(\text{tie}) = \Phi((\theta - \delta)/s) - \Phi((-\theta - \delta)/s)` and
+    :math:`P(v \succ u) = \Phi((\delta - \theta)/s)`. :math:`\theta` (utility units) is a
+    hyperparameter fitted by the Laplace evidence; without a threshold nothing changes.
+
+    Args:
+        noise_std: The per-option noise standard deviation :math:`\sigma > 0`.
+        tie_threshold: Initial :math:`\theta > 0`, or ``None`` (default) for a model without
+            ties (no parameter, exactly the pairwise probit).
+        tie_threshold_prior: Prior on :math:`\theta`; default ``Gamma(2, 2)`` (mode 0.5, mean
+            1); ``False`` or ``None`` for no prior.
+        tie_threshold_constraint: Constraint on :math:`\theta`; default ``Positive()``.
+    """
+
+    def __init__(
+        self,
+        noise_std: float = 1.0,
+        tie_threshold: float | None = None,
+        tie_threshold_prior: Prior | bool | None = True,
+        tie_threshold_constraint: Interval | None = None,
+    ) -> None:
+        noise_std = positive_float(noise_std, "noise_std")
+        super().__init__(tie_threshold, tie_threshold_prior, tie_threshold_constraint)
+        self.noise_std = noise_std
+
+    @property
+    def scale(self) -> float:
+        return math.sqrt(2.0) * self.noise_std
+
+    def log_prob(self, delta: Tensor) -> Tensor:
+        return torch.special.log_ndtr(self._shift(delta) / self.scale)
+
+    def derivatives(self, delta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        s = self.scale
+        z = self._shift(delta) / s
+        lam, z_plus_lam = probit_hazard(z)
+        return torch.special.log_ndtr(z), lam / s, lam * z_plus_lam / (s * s)
+
+    def predictive_probability(self, mean: Tensor, var: Tensor) -> Tensor:
+        return torch.special.ndtr(self._shift(mean) / torch.sqrt(self.scale**2 + var.clamp_min(0)))
+
+    def _log_pdf(self, x: Tensor) -> Tensor:
+        return -0.5 * x * x - 0.5 * math.log(2.0 * math.pi)
+
+    def _pdf_score(self, x: Tensor) -> Tensor:
+        return -x
+
+    def _log_interval(self, a: Tensor, b: Tensor) -> Tensor:
+        log_a = torch.special.log_ndtr(a)
+        return log_a + _log1mexp(torch.special.log_ndtr(b) - log_a)
+
+
+# Gauss-Hermite rule for E[sigmoid] under a Gaussian (probabilists' weights, normalised).
+_GH_ORDER = 40
+
+
+def _gauss_hermite(dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+    import numpy as np  # off the hot path: 40 nodes, computed once per call site
+
+    nodes, weights = np.polynomial.hermite_e.hermegauss(_GH_ORDER)
+    weights = weights / weights.sum()
+    return (
+        torch.as_tensor(nodes, dtype=dtype, device=device),
+        torch.as_tensor(weights, dtype=dtype, device=device),
+    )
+
+
+class PairwiseLogit(PairwiseLikelihood):
+    r"""Bradley-Terry (logit) likelihood :math:`P(v \succ u) = \operatorname{sigmoid}(\delta / s)`.
+
+    Equivalent to independent Gumbel noise of scale :math:`s` on each option's utility. The
+    default :math:`s = 1` matches BoTorch's :class:`~botorch.models.likelihoods.pairwise.
+    PairwiseLogitLikelihood`.
+
+    With a ``tie_threshold`` :math:`\theta` the model is the ordinal logit:
+    :math:`P(\text{tie}) = \sigma((\theta - \delta)/s) - \sigma((-\theta - \delta)/s)` and
+    :math:`P(v \succ u) = \sigma((\delta - \theta)/s)` (Rao-Kupper style), see
+    :class:`PairwiseProbit`.
+
+    Args:
+        scale: The logistic scale :math:`s > 0`.
+        tie_threshold: Initial :math:`\theta > 0`, or ``None`` (default) for no ties.
+        tie_threshold_prior: Prior on :math:`\theta`; default ``Gamma(2, 2)``; ``False`` for none.
+        tie_threshold_constraint: Constraint on :math:`\theta`; default ``Positive()``.
+    """
+
+    def __init__(
+        self,
+        scale: float = 1.0,
+        tie_threshold: float | None = None,
+        tie_threshold_prior: Prior | bool | None = True,
+        tie_threshold_constraint: Interval | None = None,
+    ) -> None:
+        scale = positive_float(scale, "scale")
+        super().__init__(tie_threshold, tie_threshold_prior, tie_threshold_constraint)
+        self._scale = scale
+        self._gh_cache: dict[tuple[torch.dtype, torch.device], tuple[Tensor, Tensor]] = {}
+
+    @property
+    def scale(self) -> float:
+        return self._scale
+
+    def log_prob(self, delta: Tensor) -> Tensor:
+        return torch.nn.functional.logsigmoid(self._shift(delta) / self._scale)
+
+    def derivatives(self, delta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        s = self._scale
+        z = self._shift(delta) / s
+        p_lose = torch.sigmoid(-z)
+        return (
+            torch.nn.functional.logsigmoid(z),
+            p_lose / s,
+            torch.sigmoid(z) * p_lose / (s * s),
+        )
+
+    def predictive_probability(self, mean: Tensor, var: Tensor) -> Tensor:
+        key = (mean.dtype, mean.device)
+        if key not in self._gh_cache:
+            self._gh_cache[key] = _gauss_hermite(*key)
+        nodes, weights = self._gh_cache[key]
+        sd = var.clamp_min(0).sqrt().unsqueeze(-1)
+        mean = self._shift(mean)
+        return (torch.sigmoid((mean.unsqueeze(-1) + sd * nodes) / self._scale) * weights).sum(-1)
+
+    def _log_pdf(self, x: Tensor) -> Tensor:
+        return torch.nn.functional.logsigmoid(x) + torch.nn.functional.logsigmoid(-x)
+
+    def _pdf_score(self, x: Tensor) -> Tensor:
+        return -torch.tanh(0.5 * x)
+
+    def _log_interval(self, a: Tensor, b: Tensor) -> Tensor:
+        # sigmoid(a) - sigmoid(b) = sigmoid(a) sigmoid(-b) (1 - exp(b - a)), exact for a > b
+        logsig = torch.nn.functional.logsigmoid
+        return logsig(a) + logsig(-b) + _log1mexp(b - a)

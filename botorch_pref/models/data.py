@@ -1,0 +1,189 @@
+r"""Training data of the preference GP: validation, the engine for the data, appending answers.
+
+The model takes designs ``X`` (``batch_shape x n x d``) and either pairwise comparisons
+(``batch_shape x m x 2`` rows ``(winner, loser)``, ``(-1, -1)`` padding) or a
+:class:`~botorch_pref.data.PreferenceData` with choices, rankings and ties. Pairs, however they
+are given, go to the :class:`~botorch_pref.inference.pairs.PairEngine` (diagonal curvature,
+repeated pairs merged); other data go to the
+:class:`~botorch_pref.inference.blocks.BlockEngine` (one curvature block per observation).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from botorch_pref.data.preferences import PreferenceData, PreferenceDataError, as_index_tensor
+from botorch_pref.inference.blocks import BlockEngine
+from botorch_pref.inference.engine import LaplaceEngine
+from botorch_pref.inference.pairs import PairEngine
+from botorch_pref.likelihoods import PairwiseLikelihood
+
+__all__ = [
+    "append_comparisons",
+    "build_engine",
+    "validate_comparisons",
+    "validate_datapoints",
+    "validate_training_data",
+]
+
+Comparisons = Tensor | PreferenceData
+
+
+def validate_datapoints(datapoints: Tensor) -> None:
+    """Check that ``datapoints`` is a finite float ``(batch x) n x d`` tensor with n >= 2.
+
+    Raises:
+        PreferenceDataError: naming the problem.
+    """
+    if not torch.is_tensor(datapoints):
+        raise PreferenceDataError("datapoints must be a torch tensor.")
+    if datapoints.dtype not in (torch.float32, torch.float64):
+        raise PreferenceDataError(f"datapoints must be float32 or float64, got {datapoints.dtype}.")
+    if datapoints.dim() < 2:
+        raise PreferenceDataError(
+            f"datapoints must have shape (batch x) n x d, got {tuple(datapoints.shape)}."
+        )
+    if datapoints.shape[-2] < 2 or datapoints.shape[-1] < 1:
+        raise PreferenceDataError(
+            f"datapoints must hold at least 2 designs of dimension >= 1, got shape "
+            f"{tuple(datapoints.shape)}."
+        )
+    if not bool(torch.isfinite(datapoints).all()):
+        raise PreferenceDataError("datapoints contain NaN or infinite values.")
+
+
+def validate_comparisons(comparisons: Tensor, n: int) -> Tensor:
+    """Check ``(batch x) m x 2`` (winner, loser) rows among ``n`` designs; return them as long.
+
+    Raises:
+        PreferenceDataError: naming the problem.
+    """
+    if comparisons.dim() < 2 or comparisons.shape[-1] != 2:
+        raise PreferenceDataError(
+            "comparisons must have shape (batch x) m x 2 of (winner, loser) rows, got "
+            f"{tuple(comparisons.shape)}."
+        )
+    if comparisons.shape[-2] == 0:
+        raise PreferenceDataError("comparisons is empty: a model needs at least one answer.")
+    comparisons = as_index_tensor(comparisons, "comparisons")
+    padding = (comparisons == -1).all(-1)
+    real = comparisons[~padding]
+    if real.numel() == 0:
+        raise PreferenceDataError("comparisons hold only padding rows (-1, -1): no answer at all.")
+    low, high = int(real.min()), int(real.max())
+    if low < 0 or high >= n:
+        raise PreferenceDataError(
+            f"comparison indices must lie in [0, {n - 1}] (n = {n} datapoints); found "
+            f"{low if low < 0 else high} (only whole rows (-1, -1) may mark padding)."
+        )
+    same = (comparisons[..., 0] == comparisons[..., 1]) & ~padding
+    if bool(same.any()):
+        rows = same.nonzero()[:3].tolist()
+        raise PreferenceDataError(
+            f"a comparison compares a design with itself (winner == loser) at {rows}."
+        )
+    return comparisons
+
+
+def validate_training_data(
+    datapoints: Tensor, comparisons: Comparisons, likelihood: PairwiseLikelihood
+) -> tuple[Tensor, Comparisons, torch.Size]:
+    """Validate designs and answers; return them with their common batch shape.
+
+    :class:`PreferenceData` holding pairs only comes back as its ``m x 2`` tensor, so that
+    pairwise data always take the pair engine.
+
+    Args:
+        datapoints: ``batch_shape x n x d`` designs.
+        comparisons: Comparisons or :class:`PreferenceData`.
+        likelihood: The model's likelihood (it must model every observation kind present).
+
+    Returns:
+        ``(datapoints, comparisons, batch_shape)``; comparisons as a long tensor or as
+        :class:`PreferenceData`.
+
+    Raises:
+        PreferenceDataError: naming the problem.
+    """
+    if isinstance(comparisons, PreferenceData) and comparisons.is_pairwise:
+        comparisons = comparisons.as_comparisons()
+    if not torch.is_tensor(datapoints) or not (
+        torch.is_tensor(comparisons) or isinstance(comparisons, PreferenceData)
+    ):
+        raise PreferenceDataError(
+            "datapoints must be a torch tensor and comparisons a tensor or PreferenceData."
+        )
+    validate_datapoints(datapoints)
+    n = datapoints.shape[-2]
+    if isinstance(comparisons, PreferenceData):
+        comparisons.validate(n)
+        try:
+            likelihood.check_kinds(comparisons.kinds_present)
+        except ValueError as err:
+            raise PreferenceDataError(str(err)) from err
+        data_batch, what = comparisons.batch_shape, "the preference data"
+    else:
+        comparisons = validate_comparisons(comparisons, n)
+        data_batch, what = comparisons.shape[:-2], "comparisons"
+    try:
+        batch = torch.broadcast_shapes(datapoints.shape[:-2], data_batch)
+    except RuntimeError as err:
+        raise PreferenceDataError(
+            f"batch shapes of datapoints {tuple(datapoints.shape[:-2])} and {what} "
+            f"{tuple(data_batch)} do not broadcast."
+        ) from err
+    return datapoints, comparisons, batch
+
+
+def expand_comparisons(comparisons: Comparisons, batch: torch.Size, device) -> Comparisons:
+    """Broadcast comparisons (or :class:`PreferenceData`) to ``batch`` on ``device``."""
+    if isinstance(comparisons, PreferenceData):
+        return comparisons.to(device).expand(*batch)
+    return comparisons.to(device).expand(*batch, *comparisons.shape[-2:])
+
+
+def build_engine(
+    likelihood: PairwiseLikelihood, datapoints: Tensor, comparisons: Comparisons
+) -> LaplaceEngine:
+    """The Laplace engine of validated, broadcast data (flat batch).
+
+    Args:
+        likelihood: The model's likelihood.
+        datapoints: ``batch_shape x n x d`` designs.
+        comparisons: ``batch_shape x m x 2`` comparisons or :class:`PreferenceData` of the
+            same batch shape.
+
+    Returns:
+        A :class:`~botorch_pref.inference.pairs.PairEngine` for comparisons, a
+        :class:`~botorch_pref.inference.blocks.BlockEngine` for general data.
+    """
+    n = datapoints.shape[-2]
+    if isinstance(comparisons, PreferenceData):
+        flat = comparisons.reshape(-1)
+        return BlockEngine.from_options(likelihood, flat.options, flat.kind, flat.n_stages, n)
+    flat = comparisons.reshape(-1, *comparisons.shape[-2:])
+    return PairEngine.from_comparisons(likelihood, flat, n, dtype=datapoints.dtype)
+
+
+def append_comparisons(
+    comparisons: Comparisons, Y: Tensor, offset: int, batch: torch.Size
+) -> Comparisons:
+    """Comparisons ``Y`` among new designs appended after ``offset`` existing ones.
+
+    Args:
+        comparisons: The existing comparisons or :class:`PreferenceData`.
+        Y: ``batch x m' x 2`` comparisons indexing the new designs from 0.
+        offset: Number of existing designs (added to ``Y``).
+        batch: The common batch shape.
+
+    Returns:
+        The joined data, of the existing data's type, with batch shape ``batch``.
+    """
+    Y = Y.long()
+    if isinstance(comparisons, PreferenceData):
+        old = comparisons.expand(*batch)
+        new = PreferenceData.from_comparisons(Y.to(old.device).expand(*batch, *Y.shape[-2:]))
+        return PreferenceData.cat([old, new.shift(offset)])
+    old = comparisons.expand(*batch, *comparisons.shape[-2:])
+    return torch.cat([old, Y.to(old.device).expand(*batch, *Y.shape[-2:]) + offset], dim=-2)

@@ -1,0 +1,111 @@
+r"""Default kernels of the preference GP: a scaled ARD RBF kernel with weakly informative priors.
+
+The utility :math:`g` has the prior :math:`g \sim GP(0, k)` with
+
+.. math::
+
+    k(x, x') = \sigma_g^2 \exp\Big(-\tfrac12 \sum_{i=1}^d (x_i - x'_i)^2 / \ell_i^2\Big).
+
+In the probit convention (:class:`~botorch_pref.likelihoods.PairwiseProbit`, answer noise of
+unit standard deviation per option) the outputscale :math:`\sigma_g^2` is the utility's variance
+in units of the answer noise: two unrelated designs are answered correctly with probability
+:math:`1 - \arctan(\sigma_g^{-1})/\pi`.
+
+Both hyperparameters are constrained to ``value = 1e-4 + exp(raw)``: L-BFGS then steps in log
+scale, where a lengthscale near 0.2 and an outputscale near 200 are equally well conditioned.
+Measured effects of these choices are in ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from gpytorch.constraints import GreaterThan
+from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.priors import GammaPrior, LogNormalPrior
+
+__all__ = ["default_covar_module", "make_covar_module"]
+
+
+def default_covar_module(
+    dim: int,
+    batch_shape: torch.Size = torch.Size(),
+    dtype: torch.dtype = torch.float64,
+) -> ScaleKernel:
+    r"""The default kernel: a scaled ARD RBF kernel with priors a user can leave alone.
+
+    * Lengthscales: :math:`\text{Gamma}(2.4, 2.7)` (mode 0.52 on unit-cube inputs), bounded below
+      by 1e-4 -- BoTorch ``PairwiseGP``'s prior, which keeps lengthscales at the scale of the
+      unit cube, the scale at which a utility that a person can express usually varies.
+    * Outputscale: :math:`\text{LogNormal}(\log 10, 1.5)`, bounded below by 1e-4, initial
+      value 10 (the prior's median). The median 10 says "two unrelated designs are answered
+      correctly about 90% of the time" (:math:`1 - \arctan(10^{-1/2})/\pi`), and the 95% range
+      (0.5 to 190) runs from "answers are nearly random" to "answers are nearly noiseless". A
+      MAP fit adds the prior's density *in the outputscale*, whose mode is
+      :math:`10 e^{-1.5^2} \approx 1.05`, not the median, so the prior pulls fitted
+      outputscales down compared with the evidence alone. ``PairwiseGP`` uses a smoothed box
+      on [0.01, 100] instead; with consistent answers the evidence keeps rising with the
+      outputscale and the optimum then sits on the box's steep edge, which L-BFGS reaches
+      slowly.
+    * Both are optimised in log scale (module docstring).
+
+    The dimension-scaled lengthscale prior of newer BoTorch single-task models (LogNormal with
+    location :math:`\sqrt 2 + \log(d)/2`) is available as
+    ``make_covar_module(d, lengthscale_prior="dim_scaled")``.
+
+    Args:
+        dim: Input dimension (one lengthscale each).
+        batch_shape: Batch shape of the hyperparameters.
+        dtype: Dtype of the hyperparameters.
+
+    Returns:
+        The kernel.
+    """
+    return make_covar_module(dim, batch_shape=batch_shape, dtype=dtype)
+
+
+def _lengthscale_prior(name: str, dim: int) -> tuple[GammaPrior | LogNormalPrior, float]:
+    """The lengthscale prior called ``name`` and its mode (the initial value)."""
+    if name == "gamma":
+        return GammaPrior(concentration=2.4, rate=2.7), (2.4 - 1) / 2.7
+    if name == "dim_scaled":
+        loc = math.sqrt(2) + math.log(dim) / 2
+        return LogNormalPrior(loc, math.sqrt(3)), math.exp(loc - 3)
+    raise ValueError(f"lengthscale_prior must be 'gamma' or 'dim_scaled', got {name!r}.")
+
+
+def make_covar_module(
+    dim: int,
+    lengthscale_prior: str = "gamma",
+    batch_shape: torch.Size = torch.Size(),
+    dtype: torch.dtype = torch.float64,
+) -> ScaleKernel:
+    """A scaled ARD RBF kernel with the default outputscale prior and a choice of lengthscale prior.
+
+    Args:
+        dim: Input dimension.
+        lengthscale_prior: ``"gamma"`` (``PairwiseGP``'s Gamma(2.4, 2.7), the default) or
+            ``"dim_scaled"`` (LogNormal(sqrt 2 + log(d) / 2, sqrt 3), BoTorch's dimension-scaled
+            prior, whose median lengthscale grows like sqrt(d)).
+        batch_shape: Batch shape of the hyperparameters.
+        dtype: Dtype of the hyperparameters.
+
+    Returns:
+        The kernel.
+    """
+    ls_prior, ls_init = _lengthscale_prior(lengthscale_prior, dim)
+    log_scale = {"transform": torch.exp, "inv_transform": torch.log}
+    return ScaleKernel(
+        RBFKernel(
+            batch_shape=batch_shape,
+            ard_num_dims=dim,
+            lengthscale_prior=ls_prior,
+            lengthscale_constraint=GreaterThan(1e-4, initial_value=ls_init, **log_scale),
+            dtype=dtype,
+        ),
+        batch_shape=batch_shape,
+        outputscale_prior=LogNormalPrior(math.log(10.0), 1.5),
+        outputscale_constraint=GreaterThan(1e-4, initial_value=10.0, **log_scale),
+        dtype=dtype,
+    )
