@@ -23,16 +23,9 @@ from gpytorch.means import ConstantMean
 
 from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP, PreferenceDataError
 from botorch_pref.likelihoods import PairwiseLogit, PairwiseProbit
-
-try:
-    from botorch_pref.models.pairwise import ComparisonError
-except ImportError:  # TEMP
-    ComparisonError = PreferenceDataError
+from botorch_pref.models.pairwise import PreferenceInputError
 
 from .helpers import random_comparisons
-
-# Temporary, until the model closes the gap (issue #15); none may remain at the end.
-GAP = pytest.mark.xfail(strict=True, reason="issue #15: PairwiseGP behaviour not matched yet")
 
 
 def small_data() -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,7 +50,6 @@ def assert_same_posterior(ours: PairwiseLaplaceGP, ref: PairwiseGP, Xt: torch.Te
 
 
 # ----------------------------------------------------------------- 1. likelihoods
-@GAP
 @pytest.mark.parametrize(
     ("botorch_cls", "ours_cls"),
     [(PairwiseProbitLikelihood, PairwiseProbit), (PairwiseLogitLikelihood, PairwiseLogit)],
@@ -82,7 +74,6 @@ def test_other_likelihood_objects_are_rejected():
 
 
 # ----------------------------------------------------------------- 2. prior-only
-@GAP
 @pytest.mark.parametrize("args", ["none_none", "X_none", "none_C"])
 def test_prior_only_model_with_default_kernel(args):
     """PairwiseGP(None, None), (X, None) and (None, C) are prior-only with the default kernel,
@@ -103,7 +94,6 @@ def test_prior_only_model_with_default_kernel(args):
     assert ref.posterior(Xt).mean.shape == post.mean.shape
 
 
-@GAP
 def test_prior_only_model_takes_data_later():
     """PairwiseGP accepts data later through set_train_data or condition_on_observations."""
     X, C = random_comparisons(10, 15, seed=3)
@@ -124,7 +114,6 @@ def test_prior_only_model_takes_data_later():
     assert PairwiseGP(None, None).condition_on_observations(X, C).datapoints.shape == X.shape
 
 
-@GAP
 def test_prior_only_float32_data_casts_the_default_kernel():
     """PairwiseGP moves its kernel to the data's dtype when data arrive (model.to(datapoints))."""
     X, C = random_comparisons(8, 10, seed=4, dtype=torch.float32)
@@ -147,7 +136,6 @@ def ranking_dataset(X: torch.Tensor, C: torch.Tensor, flip: torch.Tensor) -> Ran
     )
 
 
-@GAP
 def test_construct_inputs_from_ranking_dataset():
     """PairwiseGP.construct_inputs maps a RankingDataset to datapoints and comparisons."""
     X, C = random_comparisons(10, 12, seed=5)
@@ -166,7 +154,6 @@ def test_construct_inputs_from_ranking_dataset():
         PairwiseLaplaceGP.construct_inputs(dataset, categorical_features=[0])
 
 
-@GAP
 def test_construct_inputs_rejects_supervised_dataset():
     """PairwiseGP.construct_inputs raises UnsupportedError for a plain SupervisedDataset."""
     X = torch.rand(5, 2, dtype=torch.float64)
@@ -178,7 +165,6 @@ def test_construct_inputs_rejects_supervised_dataset():
             cls.construct_inputs(dataset)
 
 
-@GAP
 def test_construct_inputs_rejects_ties_and_longer_rankings():
     """A tie (equal ranks) would become a self-comparison in PairwiseGP; we refuse it."""
     X, C = random_comparisons(6, 4, seed=6)
@@ -199,7 +185,6 @@ def test_construct_inputs_rejects_ties_and_longer_rankings():
 
 
 # ----------------------------------------------------------------- 4. batched default kernel
-@GAP
 def test_default_kernel_has_the_batch_shape():
     """PairwiseGP's default kernel for b x n x d data: lengthscale b x 1 x d, outputscale b."""
     X = torch.rand(3, 6, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
@@ -210,7 +195,6 @@ def test_default_kernel_has_the_batch_shape():
         assert model.covar_module.raw_outputscale.shape == torch.Size([3])
 
 
-@GAP
 def test_batch_members_have_their_own_hyperparameters_and_load_alone():
     """A member's state dict of a batched model loads (strictly) into a non-batched model, and
     both give that member's posterior (PairwiseGP's state dicts have the same shapes)."""
@@ -240,7 +224,6 @@ def test_batch_members_have_their_own_hyperparameters_and_load_alone():
 
 
 # ----------------------------------------------------------------- 5. mean_module
-@GAP
 def test_mean_module_is_a_constant_mean_fixed_at_zero():
     """PairwiseGP has mean_module = ConstantMean() at 0 with requires_grad False."""
     X, C = small_data()
@@ -250,7 +233,6 @@ def test_mean_module_is_a_constant_mean_fixed_at_zero():
         assert not any(p.requires_grad for p in model.mean_module.parameters())
 
 
-@GAP
 def test_mean_module_constant_shifts_the_posterior_mean_only():
     """The likelihood sees differences only, so a prior constant c shifts the posterior by c."""
     X, C = random_comparisons(10, 15, seed=9)
@@ -268,7 +250,6 @@ def test_mean_module_constant_shifts_the_posterior_mean_only():
 
 
 # ----------------------------------------------------------------- 6. training-mode guards
-@GAP
 def test_training_mode_call_on_other_inputs_raises():
     """PairwiseGP in training mode raises RuntimeError unless called on its training data."""
     X, C = random_comparisons(8, 10, seed=11)
@@ -290,7 +271,6 @@ def test_training_mode_call_on_training_data_is_the_laplace_posterior():
     torch.testing.assert_close(out.mean, model.posterior(X).mean.squeeze(-1))
 
 
-@GAP
 def test_training_mode_prior_only_call_raises():
     """PairwiseGP raises RuntimeError when a prior-only model is called in training mode."""
     Xt = torch.rand(3, 2, dtype=torch.float64)
@@ -302,7 +282,6 @@ def test_training_mode_prior_only_call_raises():
         assert model(Xt).mean.shape == torch.Size([3])
 
 
-@GAP
 def test_evidence_checks_its_arguments_are_the_training_data():
     """PairwiseLaplaceMarginalLogLikelihood raises RuntimeError on other comparisons."""
     X, C = random_comparisons(8, 10, seed=12)
@@ -323,7 +302,6 @@ def test_evidence_checks_its_arguments_are_the_training_data():
 
 
 # ----------------------------------------------------------------- 7. set_train_data strict
-@GAP
 def test_set_train_data_strict_checks_shapes():
     """PairwiseGP.set_train_data(strict=True) raises RuntimeError on a new shape, dtype or
     device; the model is left unchanged."""
@@ -344,16 +322,15 @@ def test_set_train_data_strict_checks_shapes():
 
 
 # ----------------------------------------------------------------- 8. exception types
-@GAP
 def test_bad_comparisons_raise_an_error_both_kinds_of_caller_catch():
     """PairwiseGP raises RuntimeError for non-pairwise Y in condition_on_observations; ours is a
-    ComparisonError, which is a RuntimeError and a ValueError (PreferenceDataError)."""
+    PreferenceInputError, which is a RuntimeError and a ValueError (PreferenceDataError)."""
     X, C = small_data()
     Xn = torch.rand(2, 2, dtype=torch.float64)
     with pytest.raises(RuntimeError):
         PairwiseGP(X, C).condition_on_observations(Xn, C[..., 0])
     model = PairwiseLaplaceGP(X, C)
-    for exc in (RuntimeError, ValueError, PreferenceDataError, ComparisonError):
+    for exc in (RuntimeError, ValueError, PreferenceDataError, PreferenceInputError):
         with pytest.raises(exc):
             model.condition_on_observations(Xn, C[..., 0])
     with pytest.raises(RuntimeError, match="must lie in"):
@@ -364,12 +341,11 @@ def test_bad_comparisons_raise_an_error_both_kinds_of_caller_catch():
 
 
 # ----------------------------------------------------------------- 9. mixed dtypes
-@GAP
 def test_mixed_dtypes_in_posterior_raise_a_clear_error():
     """A float32 model asked about float64 points (or the reverse) names both dtypes."""
     X, C = random_comparisons(8, 10, seed=13, dtype=torch.float32)
     model = PairwiseLaplaceGP(X, C)
-    with pytest.raises(ComparisonError, match=r"float64.*float32|float32.*float64"):
+    with pytest.raises(PreferenceInputError, match=r"float64.*float32|float32.*float64"):
         model.posterior(X.double())
     model64 = PairwiseLaplaceGP(X.double(), C)
     with pytest.raises(RuntimeError, match="dtype"):
