@@ -354,3 +354,23 @@ def test_mixed_dtypes_in_posterior_raise_a_clear_error():
     with pytest.raises(RuntimeError, match="dtype"):
         prior.posterior(X)
     assert model.posterior(X).mean.dtype == torch.float32
+
+
+# ----------------------------------------------------------------- found on the way: dim
+def test_dim_as_pairwise_gp_for_botorch_eubo_input_constructors():
+    """PairwiseGP.dim is the input dimension (None without data); BoTorch's EUBO input
+    constructors read pref_model.dim to draw the outcome model's fixed sample (BOPE in Ax)."""
+    from botorch.acquisition.input_constructors import get_acqf_input_constructor
+    from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
+    from botorch.models import SingleTaskGP
+
+    Y, C = random_comparisons(8, 10, seed=14)  # outcome vectors in 2-D
+    for cls in (PairwiseLaplaceGP, PairwiseGP):
+        assert cls(Y, C).dim == 2
+        assert cls(None, None).dim is None
+    X = torch.rand(6, 3, dtype=torch.float64)
+    outcome_model = SingleTaskGP(X, torch.rand(6, 2, dtype=torch.float64))
+    constructor = get_acqf_input_constructor(AnalyticExpectedUtilityOfBestOption)
+    inputs = constructor(model=outcome_model, pref_model=PairwiseLaplaceGP(Y, C))
+    acqf = AnalyticExpectedUtilityOfBestOption(**inputs)
+    assert acqf(torch.rand(4, 2, 3, dtype=torch.float64)).shape == (4,)

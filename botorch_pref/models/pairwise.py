@@ -330,6 +330,12 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         return self._datapoints.shape[:-2]
 
     @property
+    def dim(self) -> int | None:
+        """Input dimension of the datapoints (``None`` without data), as ``PairwiseGP.dim``;
+        BoTorch's EUBO input constructors read it to draw the outcome model's fixed sample."""
+        return None if self._datapoints is None else self._datapoints.shape[-1]
+
+    @property
     def n(self) -> int:
         """Number of designs."""
         return 0 if self._datapoints is None else self._datapoints.shape[-2]
