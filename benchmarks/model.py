@@ -457,6 +457,24 @@ def _skip_anchor(args: argparse.Namespace, n: int) -> bool:
     return args.skip_anchor_above is not None and n > args.skip_anchor_above
 
 
+def _fit_with_prior(
+    data: dict[str, Any], prior: str, seed: int, device: torch.device
+) -> tuple[float, float, torch.Tensor]:
+    """Fit PairwiseLaplaceGP with one lengthscale prior: (Kendall tau, fit s, lengthscales)."""
+    X = data["X"]
+    covar = make_covar_module(X.shape[-1], lengthscale_prior=prior, dtype=X.dtype)
+    model = PairwiseLaplaceGP(X, data["comparisons"], covar_module=covar)
+    mll = LaplaceEvidence(model.likelihood, model)
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t, _ = _clock(lambda: fit_gpytorch_mll(mll), device)
+    model.eval()
+    mean = _posterior_mean(model, data["X_test"]).cpu().double().numpy()
+    tau = float(kendalltau(mean, data["f_test"]).statistic)
+    return tau, t, model.covar_module.base_kernel.lengthscale.detach().reshape(-1).cpu()
+
+
 def run_priors(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> dict:
     sizes = args.sizes or PRIOR_SIZES
     problems = args.problems or PRIOR_PROBLEMS
@@ -473,20 +491,9 @@ def run_priors(args: argparse.Namespace, device: torch.device, dtype: torch.dtyp
                 for rep in range(args.repeats):
                     data = make_data(problem, n, m, seed=rep, dtype=dtype, device=device)
                     try:
-                        covar = make_covar_module(d, lengthscale_prior=prior, dtype=dtype)
-                        model = PairwiseLaplaceGP(
-                            data["X"], data["comparisons"], covar_module=covar
-                        )
-                        mll = LaplaceEvidence(model.likelihood, model)
-                        torch.manual_seed(rep)
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore")
-                            t, _ = _clock(lambda mll=mll: fit_gpytorch_mll(mll), device)
-                        model.eval()
-                        mean = _posterior_mean(model, data["X_test"]).cpu().double().numpy()
-                        taus.append(float(kendalltau(mean, data["f_test"]).statistic))
+                        tau, t, ls = _fit_with_prior(data, prior, rep, device)
+                        taus.append(tau)
                         fits.append(t)
-                        ls = model.covar_module.base_kernel.lengthscale.detach().reshape(-1).cpu()
                         ls_on.append(float(ls[active].median()))
                         ls_off.append(float(ls[inactive].median()) if inactive else math.nan)
                     except Exception as err:

@@ -351,3 +351,49 @@ def test_fused_champion_challenger_equals_the_posterior_path(variant):
             r, (gr,) = slow(Z), torch.autograd.grad(slow(Z).sum(), Z)
             torch.testing.assert_close(v, r)
             torch.testing.assert_close(gv, gr)
+
+
+def test_expected_improvement_matches_quadrature_and_its_log_the_tail():
+    import mpmath
+
+    from botorch_pref.acquisition import expected_improvement, log_expected_improvement
+
+    delta = torch.tensor([-1.3, 0.0, 0.4, 2.5], dtype=DT)
+    t = torch.tensor([0.7, 1.0, 2.0, 0.3], dtype=DT)
+    for dl, tt, ei, log_ei in zip(
+        delta.tolist(),
+        t.tolist(),
+        expected_improvement(delta, t).tolist(),
+        log_expected_improvement(delta, t).tolist(),
+        strict=True,
+    ):
+        # E[D^+] = int_0^inf x N(x; delta, t^2) dx
+        ref = mpmath.quad(lambda x, dl=dl, tt=tt: x * mpmath.npdf(x, dl, tt), [0, mpmath.inf])
+        assert ei == pytest.approx(float(ref), rel=1e-12, abs=1e-15)
+        assert log_ei == pytest.approx(math.log(float(ref)), rel=1e-12)
+    # far in the tail the closed form cancels; the log form keeps its relative accuracy
+    u = torch.tensor([-40.0, -200.0], dtype=DT)
+    log_tail = log_expected_improvement(u, torch.ones_like(u)).tolist()
+    with mpmath.workdps(60):
+        for uu, log_ei in zip(u.tolist(), log_tail, strict=True):
+            h = mpmath.npdf(uu) + uu * mpmath.ncdf(uu)
+            assert log_ei == pytest.approx(float(mpmath.log(h)), rel=1e-10)
+
+
+def test_rbf_predictive_moments_equal_the_model_posterior():
+    from botorch_pref.acquisition import rbf_predictive_moments, supports_rbf_moments
+    from botorch_pref.models.pairwise import make_covar_module
+
+    X, C = _data(seed=3, n=12, d=3)
+    model = PairwiseLaplaceGP(X, C, covar_module=make_covar_module(3))
+    assert supports_rbf_moments(model)
+    Z = torch.rand(5, 3, 3, dtype=DT, generator=torch.Generator().manual_seed(1))
+    moments = rbf_predictive_moments(model, Z)
+    post = model.posterior(Z)
+    cov = post.distribution.covariance_matrix
+    torch.testing.assert_close(moments.mean, post.mean.squeeze(-1))
+    torch.testing.assert_close(moments.covariance(), cov)
+    torch.testing.assert_close(moments.variance(2), cov[..., 2, 2])
+    torch.testing.assert_close(
+        moments.difference_variance(), cov[..., 0, 0] + cov[..., 1, 1] - 2 * cov[..., 0, 1]
+    )

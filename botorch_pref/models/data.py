@@ -23,8 +23,11 @@ __all__ = [
     "PreferenceInputError",
     "append_comparisons",
     "build_engine",
+    "expand_comparisons",
     "validate_comparisons",
     "validate_datapoints",
+    "validate_fantasy_comparisons",
+    "validate_test_points",
     "validate_training_data",
 ]
 
@@ -150,6 +153,46 @@ def validate_training_data(
             f"{tuple(data_batch)} do not broadcast."
         ) from err
     return datapoints, comparisons, batch
+
+
+def validate_test_points(X: Tensor, dim: int | None, dtype: torch.dtype | None = None) -> None:
+    """Check test designs ``(batch x) q x d`` (finite, ``dim`` inputs and ``dtype`` when known).
+
+    Raises:
+        ValueError: naming the problem; :class:`PreferenceInputError` (also a
+            ``RuntimeError``) for another dtype than the model's (no silent cast).
+    """
+    if not torch.is_tensor(X):
+        raise PreferenceInputError(f"X must be a tensor, got {type(X)}.")
+    if X.dim() < 2:
+        raise ValueError(f"X must have shape (batch x) q x d, got {tuple(X.shape)}.")
+    if not bool(torch.isfinite(X).all()):
+        raise ValueError("X contains NaN or infinite values.")
+    if dim is not None and X.shape[-1] != dim:
+        raise ValueError(f"X has {X.shape[-1]} input dimensions, the model has {dim}.")
+    if dtype is not None and X.dtype != dtype:
+        raise PreferenceInputError(
+            f"X has dtype {X.dtype} but the model computes in {dtype}: cast X "
+            f"(X.to({dtype})) or the model (model.to({X.dtype})) first."
+        )
+
+
+def validate_fantasy_comparisons(Y: Tensor) -> None:
+    """Check comparisons ``batch x m x 2`` among new designs (``condition_on_observations``).
+
+    Raises:
+        PreferenceInputError: (a ``ValueError`` and a ``RuntimeError``, which ``PairwiseGP``
+            raises here) naming the problem.
+    """
+    if not torch.is_tensor(Y):
+        raise PreferenceInputError(f"Y must be a tensor of comparisons, got {type(Y)}.")
+    if Y.is_floating_point() and not bool((Y == Y.round()).all()):
+        raise PreferenceInputError("Y must hold integer comparisons (winner, loser).")
+    if Y.dim() < 2 or Y.shape[-1] != 2:
+        raise PreferenceInputError(
+            "Conditioning on non-pairwise comparison observations: Y must have shape "
+            f"batch x m x 2, got {tuple(Y.shape)}."
+        )
 
 
 def expand_comparisons(comparisons: Comparisons, batch: torch.Size, device) -> Comparisons:

@@ -70,6 +70,8 @@ from botorch_pref.models.data import (
     append_comparisons,
     build_engine,
     expand_comparisons,
+    validate_fantasy_comparisons,
+    validate_test_points,
     validate_training_data,
 )
 from botorch_pref.models.kernels import default_covar_module, make_covar_module
@@ -541,20 +543,8 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         """
         if output_indices is not None and list(output_indices) != [0]:
             raise ValueError("PairwiseLaplaceGP has a single output; output_indices must be [0].")
-        if X.dim() < 2:
-            raise ValueError(f"X must have shape (batch x) q x d, got {tuple(X.shape)}.")
-        if not bool(torch.isfinite(X).all()):
-            raise ValueError("X contains NaN or infinite values.")
-        if self._has_data() and X.shape[-1] != self._datapoints.shape[-1]:
-            raise ValueError(
-                f"X has {X.shape[-1]} input dimensions, the model has {self._datapoints.shape[-1]}."
-            )
-        dtype = self._model_dtype()
-        if dtype is not None and X.dtype != dtype:
-            raise PreferenceInputError(
-                f"X has dtype {X.dtype} but the model computes in {dtype}: cast X "
-                f"(X.to({dtype})) or the model (model.to({X.dtype})) first."
-            )
+        dim = self._datapoints.shape[-1] if self._has_data() else None
+        validate_test_points(X, dim, self._model_dtype())
         if self.training:
             self.eval()
         Xt = self.transform_inputs(X)
@@ -607,15 +597,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             PreferenceInputError: (a ``ValueError`` and a ``RuntimeError``) for non-pairwise
                 or invalid ``Y``; this model is left unchanged.
         """
-        if not torch.is_tensor(Y) or not torch.is_tensor(X):
-            raise PreferenceInputError("X and Y must be tensors.")
-        if Y.is_floating_point() and not bool((Y == Y.round()).all()):
-            raise PreferenceInputError("Y must hold integer comparisons (winner, loser).")
-        if Y.dim() < 2 or Y.shape[-1] != 2:
-            raise PreferenceInputError(
-                f"Conditioning on non-pairwise comparison observations: Y must have shape "
-                f"batch x m x 2, got {tuple(Y.shape)}."
-            )
+        validate_fantasy_comparisons(Y)
         new_model = deepcopy(self)
         if not self._has_data():
             new_model.set_train_data(X, Y, update_model=True)

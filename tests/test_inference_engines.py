@@ -1,0 +1,108 @@
+"""The damped-Newton driver, warm starts and the engine interface against independent references."""
+
+from __future__ import annotations
+
+import torch
+
+from botorch_pref import PairwiseLaplaceGP, PairwiseLogit, PairwiseProbit, PreferenceData, Ranking
+from botorch_pref.inference import (
+    BlockEngine,
+    NewtonState,
+    PairEngine,
+    WarmStart,
+    build_observations,
+    damped_newton,
+    merge_pairs,
+)
+
+from .helpers import random_comparisons
+
+DT = torch.float64
+
+
+def rbf(X: torch.Tensor, lengthscale: float = 0.4, outputscale: float = 2.0) -> torch.Tensor:
+    sq = ((X.unsqueeze(-2) - X.unsqueeze(-3)) ** 2).sum(-1)
+    return outputscale * torch.exp(-0.5 * sq / lengthscale**2)
+
+
+def test_damped_newton_backtracks_on_a_one_dimensional_concave_objective():
+    # Psi(x) = -sqrt(1 + x^2): concave, maximum at 0; the full Newton step x -> -x^3 overshoots
+    # (and diverges) from |x| > 1, so only the backtracking line search can converge from x = 3.
+    def state(coef: torch.Tensor) -> NewtonState:
+        psi = -torch.sqrt(1 + coef[:, 0] ** 2)
+        return NewtonState(coef, coef, psi, torch.zeros_like(psi))
+
+    def target(d: torch.Tensor) -> torch.Tensor:
+        return -(d**3)
+
+    starts = [state(torch.tensor([[3.0], [0.5]], dtype=DT))]
+    _, f, iterations, converged = damped_newton(
+        state, target, lambda c: c, starts, tol=1e-12, max_iter=100, max_halvings=30
+    )
+    assert bool(converged.all())
+    torch.testing.assert_close(f, torch.zeros(2, 1, dtype=DT), atol=1e-12, rtol=0)
+    assert iterations < 100
+    # each member starts from its best candidate: a worse start is ignored
+    worse = state(torch.tensor([[50.0], [40.0]], dtype=DT))
+    _, _, it_two, _ = damped_newton(
+        state, target, lambda c: c, [worse, *starts], tol=1e-12, max_iter=100, max_halvings=30
+    )
+    assert it_two == iterations
+
+
+def test_pair_warm_start_moves_coefficients_to_the_same_pairs():
+    n = 6
+    old = PairEngine(PairwiseProbit(), merge_pairs(torch.tensor([[[0, 1], [3, 2]]]), n), n)
+    beta = torch.tensor([[0.5, -2.0]], dtype=DT)  # pairs (0, 1) and (2, 3)
+    warm = WarmStart(PairEngine, old.warm_key(n), beta)
+    new = PairEngine(PairwiseProbit(), merge_pairs(torch.tensor([[[5, 4], [2, 3], [1, 0]]]), n), n)
+    # new pairs sorted: (0, 1), (2, 3), (4, 5)
+    torch.testing.assert_close(new.warm_beta(warm), torch.tensor([[0.5, -2.0, 0.0]], dtype=DT))
+    # a warm start of another engine type is not used
+    data = PreferenceData.from_comparisons(torch.tensor([[0, 1]])).add_choice([2, 3, 4], 3)
+    flat = data.reshape(1)
+    block = BlockEngine(Ranking(), build_observations(flat.options, flat.kind, flat.n_stages), n)
+    assert block.warm_beta(warm) is None
+
+
+def test_warm_start_broadcasts_over_a_new_batch():
+    beta = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    warm = WarmStart(PairEngine, torch.tensor([[1, 2], [3, 4]]), beta)
+    out = warm.expand(torch.Size([2]), torch.Size([3, 2]))
+    assert out.key.shape == (6, 2)
+    torch.testing.assert_close(out.beta, torch.tensor([[1.0, 2.0], [3.0, 4.0]]).repeat(3, 1))
+
+
+def test_appended_answers_reach_the_cold_start_mode_in_fewer_iterations():
+    X, C = random_comparisons(20, 40, seed=3)
+    model = PairwiseLaplaceGP(X[:16], C[(C < 16).all(-1)], likelihood=PairwiseLogit())
+    new_X = X[16:]
+    new_C = torch.tensor([[0, 1], [2, 3], [1, 2]])
+    warm = model.condition_on_observations(new_X, new_C)
+    cold = PairwiseLaplaceGP(
+        warm.datapoints,
+        warm.comparisons,
+        likelihood=PairwiseLogit(),
+        covar_module=model.covar_module,
+    )
+    torch.testing.assert_close(warm.utility, cold.utility, atol=1e-8, rtol=0)
+    assert warm.newton_iterations <= cold.newton_iterations
+
+
+def test_engine_follows_the_data_kind():
+    X = torch.rand(6, 2, dtype=DT, generator=torch.Generator().manual_seed(0))
+    pairs = PairwiseLaplaceGP(X, torch.tensor([[0, 1], [2, 3]]))
+    assert isinstance(pairs.engine, PairEngine)
+    data = PreferenceData.from_comparisons(torch.tensor([[0, 1]])).add_ranking([2, 3, 4], [4, 2, 3])
+    ranked = PairwiseLaplaceGP(X, data, likelihood=Ranking())
+    assert isinstance(ranked.engine, BlockEngine)
+    # the block engine on the same K agrees with the dense Laplace mode condition f = K A^T h
+    K = rbf(X).unsqueeze(0)
+    engine = ranked.engine
+    mode = engine.find_mode(K)
+    _, h, _ = engine.terms(mode.d)
+    rows = engine.rows[0]
+    A = torch.zeros(rows.shape[0], 6, dtype=DT)
+    A[torch.arange(rows.shape[0]), rows[:, 0]] += 1
+    A[torch.arange(rows.shape[0]), rows[:, 1]] -= 1
+    torch.testing.assert_close(mode.f[0], K[0] @ A.T @ h[0], atol=1e-9, rtol=0)
