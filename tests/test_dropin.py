@@ -321,6 +321,17 @@ def test_set_train_data_strict_checks_shapes():
     torch.testing.assert_close(model.datapoints, X.flip(0))
 
 
+def test_set_train_data_strict_on_a_prior_only_model_raises():
+    """PairwiseGP has no data to match, so strict=True raises; without strict the data go in."""
+    X, C = small_data()
+    for model in (PairwiseLaplaceGP(None, None), PairwiseGP(None, None)):
+        with pytest.raises(RuntimeError, match="Cannot modify shape of inputs"):
+            model.set_train_data(X, C, strict=True)
+        assert model.datapoints is None
+        model.set_train_data(X, C)
+        assert model.datapoints.shape == X.shape
+
+
 # ----------------------------------------------------------------- 8. exception types
 def test_bad_comparisons_raise_an_error_both_kinds_of_caller_catch():
     """PairwiseGP raises RuntimeError for non-pairwise Y in condition_on_observations; ours is a
