@@ -33,8 +33,12 @@ Differences from ``PairwiseGP`` (all deliberate):
   strongly consistent answers are weighted correctly.
 * Factors are cached once per data set and hyperparameter values: a posterior call is kernel
   evaluations and one batched matrix product.
-* The prior mean is zero (``PairwiseGP``'s constant mean is frozen at zero too): utilities are
-  identified only up to a shift, see :func:`botorch_pref.diagnostics.relative_posterior`.
+* The prior mean is ``mean_module``, a ``ConstantMean`` frozen at zero as in ``PairwiseGP``;
+  answers see utility differences only, so a constant :math:`c` shifts the posterior mean by
+  :math:`c` and nothing else: utilities are identified only up to a shift, see
+  :func:`botorch_pref.diagnostics.relative_posterior`.
+
+The full list of deliberate differences is the README's "Differences from PairwiseGP".
 """
 
 from __future__ import annotations
