@@ -53,6 +53,7 @@ carries the log-determinant's dependence on the mode.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, NamedTuple
 
 import torch
@@ -163,15 +164,15 @@ def _symmetric_plus_identity(system: Tensor) -> Tensor:
     return system
 
 
-class LaplaceEngine:
+class LaplaceEngine(ABC):
     r"""Laplace inference for observations on difference rows; subclasses give the curvature.
 
-    A subclass passes its rows (``B x r x 2``) to this constructor and implements
-    :meth:`log_likelihood`, :meth:`terms`, :meth:`apply_curvature`, :meth:`curvature_root`,
-    :meth:`comparison_step`, :meth:`comparison_logdet`, :meth:`warm_key` and
-    :meth:`match_warm`; it may override
-    :meth:`initial_guess`. The curvature ``H`` is whatever representation the subclass chooses
-    (a ``B x r`` diagonal, ``B x m x w x w`` blocks); only the subclass reads it.
+    A subclass passes its rows (``B x r x 2``) to this constructor and implements the abstract
+    curvature interface (:meth:`log_likelihood`, :meth:`terms`, :meth:`apply_curvature`,
+    :meth:`curvature_root`, :meth:`comparison_step`, :meth:`comparison_logdet`, :meth:`warm_key`,
+    :meth:`match_warm`); it may override :meth:`initial_guess`. The curvature ``H`` is whatever
+    representation the subclass chooses (a ``B x r`` diagonal, ``B x m x w x w`` blocks); only
+    the subclass reads it.
 
     Args:
         likelihood: The likelihood (it must model every observation kind present).
@@ -185,37 +186,37 @@ class LaplaceEngine:
         self.n = int(n)
 
     # ------------------------------------------------------------ curvature interface
+    @abstractmethod
     def log_likelihood(self, d: Tensor) -> Tensor:
         """Log-likelihood (``B``) at row differences ``d`` (``B x r``)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def terms(self, d: Tensor) -> tuple[Tensor, Tensor, Any]:
         """Log-likelihood (``B``), gradient ``g`` (``B x r``) and curvature ``H`` at ``d``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def apply_curvature(self, H: Any, v: Tensor) -> Tensor:
         """``H v`` for ``v`` of shape ``B x r`` or ``B x r x k``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def curvature_root(self, H: Any) -> Any:
         """A symmetric square root of ``H``, in the representation of ``H``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def comparison_step(self, K_A: Tensor, H: Any, c: Tensor) -> Tensor:
         r"""The comparison-space Newton iterate :math:`\beta = c - H (I + K_A H)^{-1} K_A c`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def comparison_logdet(self, K_A: Tensor, H: Any) -> Tensor:
         r""":math:`\log\det(I + K_A H)` (``B``), differentiable."""
-        raise NotImplementedError
 
+    @abstractmethod
     def match_warm(self, key: Tensor, beta: Tensor) -> Tensor | None:
         """Row coefficients (``B x r``) from an earlier engine's ``(key, beta)``, or ``None``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def warm_key(self, n: int) -> Tensor:
         """A ``B x ...`` key of the rows, for :meth:`match_warm` of a later engine for ``n``."""
-        raise NotImplementedError
 
     def initial_guess(self, K: Tensor) -> Tensor | None:
         """A cold-start guess of the row differences (``B x r``), or ``None``."""
