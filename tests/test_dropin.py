@@ -83,6 +83,7 @@ def test_prior_only_model_with_default_kernel(args):
     ours, ref = PairwiseLaplaceGP(*inputs), PairwiseGP(*inputs)
     for model in (ours, ref):
         assert model.datapoints is None
+        assert len(model.train_inputs) == 0 and model.train_targets is None
         assert model.batch_shape == torch.Size()
         assert model.covar_module.base_kernel.lengthscale.shape == torch.Size([1, 1])
     Xt = torch.rand(3, 5, dtype=torch.float64)  # any input dimension

@@ -166,6 +166,8 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         self._engine: LaplaceEngine | None = None
         self._reset_state()
         self._warm: WarmStart | None = None  # what the next mode search may start from
+        self.train_inputs: tuple[Tensor, ...] = ()  # as PairwiseGP without data
+        self.train_targets: Tensor | None = None
         if datapoints is None or comparisons is None:
             datapoints = None  # prior-only, as PairwiseGP; data may come with set_train_data
         else:
@@ -285,7 +287,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         if isinstance(new_C, PreferenceData):
             new_C = new_C.options
         old_X = self._datapoints
-        old_C = self.train_targets if self._has_data() else None
+        old_C = self.train_targets
         for what, new, old in (("inputs", new_X, old_X), ("targets", new_C, old_C)):
             for attr in ("shape", "dtype", "device"):
                 expected, found = getattr(old, attr, None), getattr(new, attr)
