@@ -224,6 +224,28 @@ def test_batch_members_have_their_own_hyperparameters_and_load_alone():
     PairwiseGP(X[0], C[0]).load_state_dict(ref_member)  # the PairwiseGP behaviour we match
 
 
+def test_load_state_dict_default_is_not_strict_and_strict_is_supported():
+    """PairwiseGP.load_state_dict defaults to strict=False (an empty or partial state dict
+    loads nothing, as Ax's BOPE cross-validation passes) and refuses strict=True; ours
+    defaults alike and supports strict=True."""
+    X, C = small_data()
+    ours, ref = PairwiseLaplaceGP(X, C), PairwiseGP(X, C)
+    ref.load_state_dict({})
+    before = {k: v.clone() for k, v in ours.state_dict().items()}
+    ours.load_state_dict({})
+    for k, v in ours.state_dict().items():
+        torch.testing.assert_close(v, before[k])
+    with pytest.raises(UnsupportedError):
+        ref.load_state_dict(ref.state_dict(), strict=True)
+    with pytest.raises(RuntimeError, match="Missing key"):
+        ours.load_state_dict({}, strict=True)
+    other = PairwiseLaplaceGP(X, C)
+    with torch.no_grad():
+        other.covar_module.outputscale = 3.0
+    ours.load_state_dict(other.state_dict(), strict=True)
+    torch.testing.assert_close(ours.posterior(X).mean, other.posterior(X).mean)
+
+
 # ----------------------------------------------------------------- 5. mean_module
 def test_mean_module_is_a_constant_mean_fixed_at_zero():
     """PairwiseGP has mean_module = ConstantMean() at 0 with requires_grad False."""

@@ -671,8 +671,14 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         comparisons = torch.gather(indices, -1, ranks)
         return {"datapoints": training_data._X.values, "comparisons": comparisons, **kwargs}
 
-    def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False):
-        """Load hyperparameters; the mode is recomputed on next use."""
+    def load_state_dict(self, state_dict: dict, strict: bool = False, assign: bool = False):
+        """Load hyperparameters; the mode is recomputed on next use.
+
+        The default ``strict=False`` is ``PairwiseGP``'s (Ax relies on it: its cross-validation
+        of a BOPE experiment hands the preference model an empty state dict); sizes must match
+        either way. Unlike ``PairwiseGP``, ``strict=True`` is supported: then every key must
+        match.
+        """
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
         self._snapshot = None
         return result
