@@ -409,3 +409,25 @@ def test_dim_as_pairwise_gp_for_botorch_eubo_input_constructors():
     inputs = constructor(model=outcome_model, pref_model=PairwiseLaplaceGP(Y, C))
     acqf = AnalyticExpectedUtilityOfBestOption(**inputs)
     assert acqf(torch.rand(4, 2, 3, dtype=torch.float64)).shape == (4,)
+
+
+def test_posterior_transform_gets_the_test_points():
+    """PairwiseGP calls posterior_transform(posterior=..., X=X), as BoTorch's models do."""
+    from botorch.acquisition.objective import PosteriorTransform
+
+    class Recording(PosteriorTransform):
+        scalarize = True
+
+        def evaluate(self, Y, X=None):
+            return Y
+
+        def forward(self, posterior, X=None):
+            self.X = X
+            return posterior
+
+    X, C = small_data()
+    Xt = torch.rand(3, 2, dtype=torch.float64)
+    for model in (PairwiseLaplaceGP(X, C), PairwiseGP(X, C)):
+        transform = Recording()
+        model.posterior(Xt, posterior_transform=transform)
+        assert transform.X is Xt

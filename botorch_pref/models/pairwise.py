@@ -555,8 +555,8 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             self.eval()
         Xt = self.transform_inputs(X)
         posterior = GPyTorchPosterior(self(Xt))
-        if posterior_transform is not None:
-            return posterior_transform(posterior)
+        if posterior_transform is not None:  # with X, as BoTorch's models (and PairwiseGP)
+            return posterior_transform(posterior=posterior, X=X)
         return posterior
 
     def preference_probability(self, X1: Tensor, X2: Tensor) -> Tensor:
