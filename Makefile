@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[dev,web]" "httpx>=0.27" "selenium>=4.20"
+	$(BIN)/python -m pip install --quiet -e ".[dev,web,ax]"
 	touch $(STAMP)
 
 demo: $(STAMP)

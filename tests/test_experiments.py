@@ -77,7 +77,8 @@ def test_fit_evidence_batched_matches_separate_fits():
 
 def test_fit_evidence_batched_needs_batched_hyperparameters():
     X, C = _stack([_data(6, 5, 0), _data(6, 5, 1)])
-    shared = PairwiseLaplaceGP(X, C)  # one kernel for both members
+    # one kernel for both members (the default kernel has the data's batch shape)
+    shared = PairwiseLaplaceGP(X, C, covar_module=make_covar_module(2))
     with pytest.raises(ValueError, match="batch_shape"):
         fit_evidence_batched(shared)
 

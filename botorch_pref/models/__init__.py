@@ -2,12 +2,17 @@
 
 from botorch_pref.models.evidence import LaplaceEvidence
 from botorch_pref.models.kernels import default_covar_module, make_covar_module
-from botorch_pref.models.pairwise import PairwiseLaplaceGP, PreferenceDataError
+from botorch_pref.models.pairwise import (
+    PairwiseLaplaceGP,
+    PreferenceDataError,
+    PreferenceInputError,
+)
 
 __all__ = [
     "LaplaceEvidence",
     "PairwiseLaplaceGP",
     "PreferenceDataError",
+    "PreferenceInputError",
     "default_covar_module",
     "make_covar_module",
 ]

@@ -20,6 +20,7 @@ from botorch_pref.inference.pairs import PairEngine
 from botorch_pref.likelihoods import PairwiseLikelihood
 
 __all__ = [
+    "PreferenceInputError",
     "append_comparisons",
     "build_engine",
     "expand_comparisons",
@@ -33,57 +34,72 @@ __all__ = [
 Comparisons = Tensor | PreferenceData
 
 
+class PreferenceInputError(PreferenceDataError, RuntimeError):
+    """Bad input to the preference model: malformed designs or comparisons, or test points of
+    another dtype.
+
+    A :class:`~botorch_pref.data.PreferenceDataError` (so a ``ValueError`` and BoTorch's
+    ``InputDataError``) that is also a ``RuntimeError``, the class ``PairwiseGP`` raises for
+    non-pairwise observations and mismatched shapes: code written against either catches it.
+    """
+
+
 def validate_datapoints(datapoints: Tensor) -> None:
     """Check that ``datapoints`` is a finite float ``(batch x) n x d`` tensor with n >= 2.
 
     Raises:
-        PreferenceDataError: naming the problem.
+        PreferenceInputError: naming the problem.
     """
     if not torch.is_tensor(datapoints):
-        raise PreferenceDataError("datapoints must be a torch tensor.")
+        raise PreferenceInputError("datapoints must be a torch tensor.")
     if datapoints.dtype not in (torch.float32, torch.float64):
-        raise PreferenceDataError(f"datapoints must be float32 or float64, got {datapoints.dtype}.")
+        raise PreferenceInputError(
+            f"datapoints must be float32 or float64, got {datapoints.dtype}."
+        )
     if datapoints.dim() < 2:
-        raise PreferenceDataError(
+        raise PreferenceInputError(
             f"datapoints must have shape (batch x) n x d, got {tuple(datapoints.shape)}."
         )
     if datapoints.shape[-2] < 2 or datapoints.shape[-1] < 1:
-        raise PreferenceDataError(
+        raise PreferenceInputError(
             f"datapoints must hold at least 2 designs of dimension >= 1, got shape "
             f"{tuple(datapoints.shape)}."
         )
     if not bool(torch.isfinite(datapoints).all()):
-        raise PreferenceDataError("datapoints contain NaN or infinite values.")
+        raise PreferenceInputError("datapoints contain NaN or infinite values.")
 
 
 def validate_comparisons(comparisons: Tensor, n: int) -> Tensor:
     """Check ``(batch x) m x 2`` (winner, loser) rows among ``n`` designs; return them as long.
 
     Raises:
-        PreferenceDataError: naming the problem.
+        PreferenceInputError: naming the problem.
     """
     if comparisons.dim() < 2 or comparisons.shape[-1] != 2:
-        raise PreferenceDataError(
+        raise PreferenceInputError(
             "comparisons must have shape (batch x) m x 2 of (winner, loser) rows, got "
             f"{tuple(comparisons.shape)}."
         )
     if comparisons.shape[-2] == 0:
-        raise PreferenceDataError("comparisons is empty: a model needs at least one answer.")
-    comparisons = as_index_tensor(comparisons, "comparisons")
+        raise PreferenceInputError("comparisons is empty: a model needs at least one answer.")
+    try:
+        comparisons = as_index_tensor(comparisons, "comparisons")
+    except PreferenceDataError as err:
+        raise PreferenceInputError(str(err)) from err
     padding = (comparisons == -1).all(-1)
     real = comparisons[~padding]
     if real.numel() == 0:
-        raise PreferenceDataError("comparisons hold only padding rows (-1, -1): no answer at all.")
+        raise PreferenceInputError("comparisons hold only padding rows (-1, -1): no answer at all.")
     low, high = int(real.min()), int(real.max())
     if low < 0 or high >= n:
-        raise PreferenceDataError(
+        raise PreferenceInputError(
             f"comparison indices must lie in [0, {n - 1}] (n = {n} datapoints); found "
             f"{low if low < 0 else high} (only whole rows (-1, -1) may mark padding)."
         )
     same = (comparisons[..., 0] == comparisons[..., 1]) & ~padding
     if bool(same.any()):
         rows = same.nonzero()[:3].tolist()
-        raise PreferenceDataError(
+        raise PreferenceInputError(
             f"a comparison compares a design with itself (winner == loser) at {rows}."
         )
     return comparisons
@@ -107,24 +123,24 @@ def validate_training_data(
         :class:`PreferenceData`.
 
     Raises:
-        PreferenceDataError: naming the problem.
+        PreferenceInputError: naming the problem.
     """
     if isinstance(comparisons, PreferenceData) and comparisons.is_pairwise:
         comparisons = comparisons.as_comparisons()
     if not torch.is_tensor(datapoints) or not (
         torch.is_tensor(comparisons) or isinstance(comparisons, PreferenceData)
     ):
-        raise PreferenceDataError(
+        raise PreferenceInputError(
             "datapoints must be a torch tensor and comparisons a tensor or PreferenceData."
         )
     validate_datapoints(datapoints)
     n = datapoints.shape[-2]
     if isinstance(comparisons, PreferenceData):
-        comparisons.validate(n)
         try:
+            comparisons.validate(n)
             likelihood.check_kinds(comparisons.kinds_present)
         except ValueError as err:
-            raise PreferenceDataError(str(err)) from err
+            raise PreferenceInputError(str(err)) from err
         data_batch, what = comparisons.batch_shape, "the preference data"
     else:
         comparisons = validate_comparisons(comparisons, n)
@@ -132,37 +148,51 @@ def validate_training_data(
     try:
         batch = torch.broadcast_shapes(datapoints.shape[:-2], data_batch)
     except RuntimeError as err:
-        raise PreferenceDataError(
+        raise PreferenceInputError(
             f"batch shapes of datapoints {tuple(datapoints.shape[:-2])} and {what} "
             f"{tuple(data_batch)} do not broadcast."
         ) from err
     return datapoints, comparisons, batch
 
 
-def validate_test_points(X: Tensor, dim: int | None) -> None:
-    """Check test designs ``(batch x) q x d`` (finite, ``dim`` inputs when known).
+def validate_test_points(X: Tensor, dim: int | None, dtype: torch.dtype | None = None) -> None:
+    """Check test designs ``(batch x) q x d`` (finite, ``dim`` inputs and ``dtype`` when known).
 
     Raises:
-        ValueError: naming the problem.
+        ValueError: naming the problem; :class:`PreferenceInputError` (also a
+            ``RuntimeError``) for another dtype than the model's (no silent cast).
     """
+    if not torch.is_tensor(X):
+        raise PreferenceInputError(f"X must be a tensor, got {type(X)}.")
     if X.dim() < 2:
         raise ValueError(f"X must have shape (batch x) q x d, got {tuple(X.shape)}.")
     if not bool(torch.isfinite(X).all()):
         raise ValueError("X contains NaN or infinite values.")
     if dim is not None and X.shape[-1] != dim:
         raise ValueError(f"X has {X.shape[-1]} input dimensions, the model has {dim}.")
+    if dtype is not None and X.dtype != dtype:
+        raise PreferenceInputError(
+            f"X has dtype {X.dtype} but the model computes in {dtype}: cast X "
+            f"(X.to({dtype})) or the model (model.to({X.dtype})) first."
+        )
 
 
 def validate_fantasy_comparisons(Y: Tensor) -> None:
     """Check comparisons ``batch x m x 2`` among new designs (``condition_on_observations``).
 
     Raises:
-        PreferenceDataError: naming the problem.
+        PreferenceInputError: (a ``ValueError`` and a ``RuntimeError``, which ``PairwiseGP``
+            raises here) naming the problem.
     """
+    if not torch.is_tensor(Y):
+        raise PreferenceInputError(f"Y must be a tensor of comparisons, got {type(Y)}.")
     if Y.is_floating_point() and not bool((Y == Y.round()).all()):
-        raise PreferenceDataError("Y must hold integer comparisons (winner, loser).")
+        raise PreferenceInputError("Y must hold integer comparisons (winner, loser).")
     if Y.dim() < 2 or Y.shape[-1] != 2:
-        raise PreferenceDataError(f"Y must have shape batch x m x 2, got {tuple(Y.shape)}.")
+        raise PreferenceInputError(
+            "Conditioning on non-pairwise comparison observations: Y must have shape "
+            f"batch x m x 2, got {tuple(Y.shape)}."
+        )
 
 
 def expand_comparisons(comparisons: Comparisons, batch: torch.Size, device) -> Comparisons:

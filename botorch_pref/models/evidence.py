@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
@@ -44,14 +45,41 @@ class LaplaceEvidence(MarginalLogLikelihood):
     def forward(self, *args: Any, **kwargs: Any) -> Tensor:
         """The evidence plus log-priors, a scalar.
 
-        Positional arguments (a model output and the training targets, as GPyTorch passes them)
-        are accepted for compatibility and ignored: the evidence is a function of the model's
-        own data and hyperparameters.
+        Called as GPyTorch does, ``mll(output, targets)``, the arguments must be the model's
+        training-mode output at its training data and its training targets
+        (``model.train_targets``), otherwise a ``RuntimeError`` (as
+        ``PairwiseLaplaceMarginalLogLikelihood``); the value is that of ``mll()``, a function
+        of the model's own data and hyperparameters.
         """
+        if args:
+            self._check_training_data(*args)
         value = self.model.laplace_evidence().sum()
         for _, module, prior, closure, _ in self.named_priors():
             value = value + prior.log_prob(closure(module)).sum()
         return value
+
+    def _check_training_data(self, output: Any, targets: Any = None, *rest: Any) -> None:
+        model = self.model
+        if not model._has_data():
+            raise RuntimeError("Must train on training data: the model is prior-only.")
+        own = model.train_targets
+        same = targets is own or (
+            torch.is_tensor(targets)
+            and targets.shape == own.shape
+            and torch.equal(targets.to(own.device), own)
+        )
+        if rest or not same:
+            raise RuntimeError(
+                "Must train on training data: LaplaceEvidence(model)(output, targets) needs the "
+                "model's own targets (model.train_targets); the evidence of other data needs a "
+                "model of those data."
+            )
+        event = getattr(output, "event_shape", None)
+        if event is None or event[-1:] != torch.Size([model.n]):
+            raise RuntimeError(
+                "Must train on training data: output must be the model's output at its "
+                f"training datapoints ({model.n} of them), got event shape {event}."
+            )
 
     def compute_custom_loss(self, **kwargs: Any) -> Tensor:
         """The loss that ``fit_gpytorch_mll`` minimises: minus :meth:`forward`."""

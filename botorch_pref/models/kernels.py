@@ -29,7 +29,7 @@ __all__ = ["default_covar_module", "make_covar_module"]
 
 
 def default_covar_module(
-    dim: int,
+    dim: int | None,
     batch_shape: torch.Size = torch.Size(),
     dtype: torch.dtype = torch.float64,
 ) -> ScaleKernel:
@@ -55,7 +55,7 @@ def default_covar_module(
     ``make_covar_module(d, lengthscale_prior="dim_scaled")``.
 
     Args:
-        dim: Input dimension (one lengthscale each).
+        dim: Input dimension (one lengthscale each), or ``None`` for one shared lengthscale.
         batch_shape: Batch shape of the hyperparameters.
         dtype: Dtype of the hyperparameters.
 
@@ -65,18 +65,20 @@ def default_covar_module(
     return make_covar_module(dim, batch_shape=batch_shape, dtype=dtype)
 
 
-def _lengthscale_prior(name: str, dim: int) -> tuple[GammaPrior | LogNormalPrior, float]:
+def _lengthscale_prior(name: str, dim: int | None) -> tuple[GammaPrior | LogNormalPrior, float]:
     """The lengthscale prior called ``name`` and its mode (the initial value)."""
     if name == "gamma":
         return GammaPrior(concentration=2.4, rate=2.7), (2.4 - 1) / 2.7
     if name == "dim_scaled":
+        if dim is None:
+            raise ValueError("lengthscale_prior='dim_scaled' needs the input dimension.")
         loc = math.sqrt(2) + math.log(dim) / 2
         return LogNormalPrior(loc, math.sqrt(3)), math.exp(loc - 3)
     raise ValueError(f"lengthscale_prior must be 'gamma' or 'dim_scaled', got {name!r}.")
 
 
 def make_covar_module(
-    dim: int,
+    dim: int | None,
     lengthscale_prior: str = "gamma",
     batch_shape: torch.Size = torch.Size(),
     dtype: torch.dtype = torch.float64,
@@ -84,7 +86,8 @@ def make_covar_module(
     """A scaled ARD RBF kernel with the default outputscale prior and a choice of lengthscale prior.
 
     Args:
-        dim: Input dimension.
+        dim: Input dimension (one lengthscale each), or ``None`` for one lengthscale shared by
+            all inputs (what a prior-only model without data uses, as ``PairwiseGP`` does).
         lengthscale_prior: ``"gamma"`` (``PairwiseGP``'s Gamma(2.4, 2.7), the default) or
             ``"dim_scaled"`` (LogNormal(sqrt 2 + log(d) / 2, sqrt 3), BoTorch's dimension-scaled
             prior, whose median lengthscale grows like sqrt(d)).
@@ -102,10 +105,8 @@ def make_covar_module(
             ard_num_dims=dim,
             lengthscale_prior=ls_prior,
             lengthscale_constraint=GreaterThan(1e-4, initial_value=ls_init, **log_scale),
-            dtype=dtype,
         ),
         batch_shape=batch_shape,
         outputscale_prior=LogNormalPrior(math.log(10.0), 1.5),
         outputscale_constraint=GreaterThan(1e-4, initial_value=10.0, **log_scale),
-        dtype=dtype,
-    )
+    ).to(dtype)  # GPyTorch kernels ignore a dtype keyword

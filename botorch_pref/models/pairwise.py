@@ -33,8 +33,12 @@ Differences from ``PairwiseGP`` (all deliberate):
   strongly consistent answers are weighted correctly.
 * Factors are cached once per data set and hyperparameter values: a posterior call is kernel
   evaluations and one batched matrix product.
-* The prior mean is zero (``PairwiseGP``'s constant mean is frozen at zero too): utilities are
-  identified only up to a shift, see :func:`botorch_pref.diagnostics.relative_posterior`.
+* The prior mean is ``mean_module``, a ``ConstantMean`` frozen at zero as in ``PairwiseGP``;
+  answers see utility differences only, so a constant :math:`c` shifts the posterior mean by
+  :math:`c` and nothing else: utilities are identified only up to a shift, see
+  :func:`botorch_pref.diagnostics.relative_posterior`.
+
+The full list of deliberate differences is the README's "Differences from PairwiseGP".
 """
 
 from __future__ import annotations
@@ -44,12 +48,19 @@ from copy import deepcopy
 from typing import Any
 
 import torch
+from botorch.exceptions.errors import UnsupportedError
+from botorch.models.likelihoods.pairwise import (
+    PairwiseLogitLikelihood,
+    PairwiseProbitLikelihood,
+)
 from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.posteriors.posterior import Posterior
+from botorch.utils.datasets import RankingDataset, SupervisedDataset
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
+from gpytorch.means import ConstantMean
 from gpytorch.models import GP
 from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
@@ -57,8 +68,9 @@ from torch import Tensor
 from botorch_pref.data.preferences import PreferenceData, PreferenceDataError
 from botorch_pref.inference.engine import LaplaceEngine, LaplaceFactors, ModeResult, WarmStart
 from botorch_pref.inference.newton import Form, default_tolerance, fit_tolerance
-from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit
+from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseLogit, PairwiseProbit
 from botorch_pref.models.data import (
+    PreferenceInputError,
     append_comparisons,
     build_engine,
     expand_comparisons,
@@ -72,6 +84,7 @@ from botorch_pref.models.prediction import laplace_predict
 __all__ = [
     "PairwiseLaplaceGP",
     "PreferenceDataError",
+    "PreferenceInputError",
     "default_covar_module",
     "make_covar_module",
 ]
@@ -92,7 +105,9 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         >>> model.posterior(torch.rand(5, 2, dtype=torch.float64)).mean
 
     Args:
-        datapoints: ``batch_shape x n x d`` designs, or ``None`` for a prior-only model.
+        datapoints: ``batch_shape x n x d`` designs, or ``None`` for a prior-only model (as in
+            ``PairwiseGP``, the model is prior-only when either argument is ``None``; data can
+            come later through :meth:`set_train_data` or :meth:`condition_on_observations`).
         comparisons: ``batch_shape x m x 2`` integer rows ``(winner, loser)`` indexing
             ``datapoints``, or ``None`` for a prior-only model. Rows ``(-1, -1)`` are padding:
             with them (and any finite designs that no comparison refers to as padding of
@@ -109,9 +124,13 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             :class:`~botorch_pref.likelihoods.PairwiseProbit` (``P = Phi(delta / sqrt 2)``).
             It must model every observation kind in the data: ties need a ``tie_threshold``,
             choices :class:`~botorch_pref.likelihoods.Choice`, rankings
-            :class:`~botorch_pref.likelihoods.Ranking` (otherwise a ``PreferenceDataError``
-            names the kind).
-        covar_module: A kernel; default :func:`default_covar_module`.
+            :class:`~botorch_pref.likelihoods.Ranking` (otherwise a ``PreferenceInputError``
+            names the kind). BoTorch's ``PairwiseProbitLikelihood`` and
+            ``PairwiseLogitLikelihood`` are accepted and taken as ``PairwiseProbit()`` and
+            ``PairwiseLogit()`` (same links and scales); ``model.likelihood`` is then ours.
+        covar_module: A kernel; default :func:`default_covar_module` with the data's batch
+            shape (lengthscales ``batch_shape x 1 x d``, outputscale ``batch_shape``, as
+            ``PairwiseGP``), or with one shared lengthscale for a prior-only model.
         input_transform: An optional BoTorch input transform, applied to datapoints and to test
             points.
         form: ``"comparison"`` or ``"design"`` to force a Newton form; ``None`` chooses the
@@ -135,16 +154,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         max_iter: int = 100,
     ) -> None:
         super().__init__()
-        if (datapoints is None) != (comparisons is None):
-            raise PreferenceDataError(
-                "Pass both datapoints and comparisons, or neither for a prior-only model."
-            )
-        if likelihood is None:
-            likelihood = PairwiseProbit()
-        if not isinstance(likelihood, PairwiseLikelihood):
-            raise TypeError(
-                f"likelihood must be a botorch_pref PairwiseLikelihood, got {type(likelihood)}."
-            )
+        likelihood = _as_likelihood(likelihood)
         if form not in (None, "comparison", "design"):
             raise ValueError(f"form must be None, 'comparison' or 'design', got {form!r}.")
         self.likelihood = likelihood
@@ -156,20 +166,26 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         self._engine: LaplaceEngine | None = None
         self._reset_state()
         self._warm: WarmStart | None = None  # what the next mode search may start from
-        if datapoints is not None:
+        self.train_inputs: tuple[Tensor, ...] = ()  # as PairwiseGP without data
+        self.train_targets: Tensor | None = None
+        if datapoints is None or comparisons is None:
+            datapoints = None  # prior-only, as PairwiseGP; data may come with set_train_data
+        else:
             self._set_data(*validate_training_data(datapoints, comparisons, likelihood))
         dtype = datapoints.dtype if datapoints is not None else torch.float64
         if covar_module is None:
-            if datapoints is None:
-                raise PreferenceDataError(
-                    "A prior-only model needs a covar_module (the input dimension is unknown)."
-                )
-            dim = datapoints.shape[-1]
-            if input_transform is not None:
-                with torch.no_grad():
-                    dim = input_transform.to(datapoints)(datapoints[..., :2, :]).shape[-1]
-            covar_module = default_covar_module(dim, dtype=dtype)
+            dim = None  # without data: one shared lengthscale, as PairwiseGP
+            if datapoints is not None:
+                dim = datapoints.shape[-1]
+                if input_transform is not None:
+                    with torch.no_grad():
+                        dim = input_transform.to(datapoints)(datapoints[..., :2, :]).shape[-1]
+            covar_module = default_covar_module(dim, batch_shape=self.batch_shape, dtype=dtype)
         self.covar_module = covar_module
+        # PairwiseGP's prior mean: a constant frozen at zero (see _predict for its effect)
+        self.mean_module = ConstantMean().to(dtype)
+        for param in self.mean_module.parameters():
+            param.requires_grad_(False)
         if input_transform is not None:
             self.input_transform = input_transform
         if datapoints is not None:
@@ -230,18 +246,56 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             datapoints: ``batch_shape x n x d`` designs (``None`` keeps the current ones).
             comparisons: ``batch_shape x m x 2`` comparisons or a
                 :class:`~botorch_pref.data.PreferenceData` (``None`` keeps the current ones).
-            strict: Accepted for compatibility with GPyTorch; shapes may change either way.
+            strict: As in ``PairwiseGP`` (and GPyTorch's ``ExactGP``): the new data must have
+                the shapes, dtypes and devices of the current ones (after broadcasting the
+                batch shapes), otherwise a :class:`PreferenceInputError` (a ``RuntimeError``)
+                says which; a prior-only model has no data to match and always raises.
             update_model: Find the new mode now (otherwise on first use).
+
+        A model given data of another dtype or device moves its hyperparameters there, as
+        ``PairwiseGP`` does (``model.to(datapoints)``). Invalid data raise
+        :class:`PreferenceInputError` and leave the model unchanged.
         """
         if datapoints is None and comparisons is None:
             return
         datapoints = self._datapoints if datapoints is None else datapoints
         comparisons = self._comparisons if comparisons is None else comparisons
         if datapoints is None or comparisons is None:
-            raise PreferenceDataError("set_train_data needs both datapoints and comparisons.")
-        self._set_data(*validate_training_data(datapoints, comparisons, self.likelihood))
+            raise PreferenceInputError("set_train_data needs both datapoints and comparisons.")
+        validated = validate_training_data(datapoints, comparisons, self.likelihood)
+        if strict:
+            self._check_strict(*validated)
+        datapoints = validated[0]
+        self._set_data(*validated)
+        moved = [
+            p
+            for p in self.parameters()
+            if (p.dtype, p.device) != (datapoints.dtype, datapoints.device)
+        ]
+        if moved:
+            self.to(dtype=datapoints.dtype, device=datapoints.device)
+            self._warm = None  # a start of another dtype or device
         if update_model:
             self._update_mode()
+
+    def _check_strict(
+        self, datapoints: Tensor, comparisons: Tensor | PreferenceData, batch: torch.Size
+    ) -> None:
+        """``set_train_data(..., strict=True)``: shapes, dtypes and devices must not change."""
+        new_X = datapoints.expand(*batch, *datapoints.shape[-2:])
+        new_C = expand_comparisons(comparisons, batch, datapoints.device)
+        if isinstance(new_C, PreferenceData):
+            new_C = new_C.options
+        old_X = self._datapoints
+        old_C = self.train_targets
+        for what, new, old in (("inputs", new_X, old_X), ("targets", new_C, old_C)):
+            for attr in ("shape", "dtype", "device"):
+                expected, found = getattr(old, attr, None), getattr(new, attr)
+                if expected != found:
+                    raise PreferenceInputError(
+                        f"Cannot modify {attr} of {what} (expected {expected}, found {found}) "
+                        "with strict=True."
+                    )
 
     def _set_transformed_inputs(self) -> None:
         """Inputs are transformed on the fly; the stored datapoints stay untransformed."""
@@ -282,6 +336,12 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         if self._datapoints is None:
             return torch.Size()
         return self._datapoints.shape[:-2]
+
+    @property
+    def dim(self) -> int | None:
+        """Input dimension of the datapoints (``None`` without data), as ``PairwiseGP.dim``;
+        BoTorch's EUBO input constructors read it to draw the outcome model's fixed sample."""
+        return None if self._datapoints is None else self._datapoints.shape[-1]
 
     @property
     def n(self) -> int:
@@ -415,18 +475,52 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
 
     def _predict(self, X: Tensor, full_cov: bool = True) -> tuple[Tensor, Tensor]:
         """Posterior (or prior) mean and covariance at ``X`` (``... x q x d``, transformed)."""
+        # The likelihood sees utility differences only, so with the prior mean c (PairwiseGP's
+        # ConstantMean, frozen at zero) the posterior is the zero-mean one shifted by c.
+        c = self.mean_module.constant
         if not self._has_data():
             K = self.covar_module(X).to_dense()
             mean = torch.zeros(K.shape[:-1], dtype=X.dtype, device=X.device)
-            return mean, K
+            return mean + c, K
         factors = self._current_factors()  # brings the mode up to date first
-        return laplace_predict(self.covar_module, self._train_X, factors, X, full_cov)
+        mean, cov = laplace_predict(self.covar_module, self._train_X, factors, X, full_cov)
+        return mean + c, cov
 
     def forward(self, X: Tensor) -> MultivariateNormal:
-        """The Laplace posterior (prior without data) at transformed inputs ``X``."""
+        """The Laplace posterior (prior without data) at transformed inputs ``X``.
+
+        In training mode, as ``PairwiseGP``: only the (untransformed) training datapoints are
+        accepted (``model(*model.train_inputs)``), and a prior-only model raises; both raise
+        ``RuntimeError``. Use :meth:`posterior` (or ``eval()``) to predict elsewhere.
+        """
+        if self.training:
+            if not self._has_data():
+                raise RuntimeError(
+                    "datapoints and comparisons cannot be None in training mode. Call .eval() "
+                    "for prior predictions, or call .set_train_data() to add training data."
+                )
+            if not self._is_training_input(X):
+                raise RuntimeError(
+                    "Must train on training data: in training mode the model can only be "
+                    "called on its training datapoints (model(*model.train_inputs)); call "
+                    ".eval() or use .posterior() to predict elsewhere."
+                )
+            X = self._transformed_train_inputs()
         mean, cov = self._predict(X)
         # A lazy covariance: nothing is factored until a sample or a log-density needs it.
         return MultivariateNormal(mean, DenseLinearOperator(cov))
+
+    def _is_training_input(self, X: Tensor) -> bool:
+        D = self._datapoints
+        return X is D or (
+            torch.is_tensor(X) and X.shape == D.shape and X.dtype == D.dtype and torch.equal(X, D)
+        )
+
+    def _model_dtype(self) -> torch.dtype | None:
+        """The dtype the model computes in: its data's, or its hyperparameters' without data."""
+        if self._has_data():
+            return self._datapoints.dtype
+        return next((p.dtype for p in self.covar_module.parameters()), None)
 
     def posterior(
         self,
@@ -448,16 +542,21 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         Returns:
             A :class:`~botorch.posteriors.gpytorch.GPyTorchPosterior` with the full joint
             ``q x q`` covariance, differentiable in ``X``.
+
+        Raises:
+            PreferenceInputError: if ``X`` has another dtype than the model (no silent cast:
+                cast ``X`` or the model first).
         """
         if output_indices is not None and list(output_indices) != [0]:
             raise ValueError("PairwiseLaplaceGP has a single output; output_indices must be [0].")
-        validate_test_points(X, self._datapoints.shape[-1] if self._has_data() else None)
+        dim = self._datapoints.shape[-1] if self._has_data() else None
+        validate_test_points(X, dim, self._model_dtype())
         if self.training:
             self.eval()
         Xt = self.transform_inputs(X)
         posterior = GPyTorchPosterior(self(Xt))
-        if posterior_transform is not None:
-            return posterior_transform(posterior)
+        if posterior_transform is not None:  # with X, as BoTorch's models (and PairwiseGP)
+            return posterior_transform(posterior=posterior, X=X)
         return posterior
 
     def preference_probability(self, X1: Tensor, X2: Tensor) -> Tensor:
@@ -499,6 +598,10 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
 
         Returns:
             The conditioned (deep-copied) model.
+
+        Raises:
+            PreferenceInputError: (a ``ValueError`` and a ``RuntimeError``) for non-pairwise
+                or invalid ``Y``; this model is left unchanged.
         """
         validate_fantasy_comparisons(Y)
         new_model = deepcopy(self)
@@ -519,11 +622,84 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         new_model._update_mode()
         return new_model
 
-    def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False):
-        """Load hyperparameters; the mode is recomputed on next use."""
+    @classmethod
+    def construct_inputs(cls, training_data: SupervisedDataset, **kwargs: Any) -> dict[str, Any]:
+        r"""Constructor inputs from a ``RankingDataset``, as ``PairwiseGP.construct_inputs``.
+
+        Each ranked pair ``indices = (i, j)`` with ranks ``r`` (0 = preferred) becomes the
+        comparison ``(indices[r_0], indices[r_1])`` (BoTorch's ``gather``), so a pair stored
+        loser first is turned around. This is the route by which BoTorch's and Ax's input
+        constructors build a preference model from data.
+
+        Args:
+            training_data: A ``RankingDataset`` of pairs (``SliceContainer`` ``X`` of designs
+                and index pairs, ``m x 2`` ranks ``Y``).
+            kwargs: Constructor options passed through: ``form``, ``tol``, ``max_iter``.
+
+        Returns:
+            ``{"datapoints": n x d, "comparisons": m x 2, **kwargs}``.
+
+        Raises:
+            UnsupportedError: for a dataset that is not a ``RankingDataset`` (as
+                ``PairwiseGP``), rankings of more than two options or ties (which
+                ``PairwiseGP`` would turn into wrong comparisons), and unknown options (e.g.
+                ``categorical_features``).
+        """
+        if not isinstance(training_data, RankingDataset):
+            raise UnsupportedError(
+                "Only `RankingDataset` is supported for `PairwiseLaplaceGP` (as for "
+                f"`PairwiseGP`). Received {type(training_data)}."
+            )
+        unknown = sorted(set(kwargs) - {"form", "tol", "max_iter"})
+        if unknown:
+            raise UnsupportedError(
+                f"PairwiseLaplaceGP.construct_inputs does not take {unknown}; besides the "
+                "dataset it passes through form, tol and max_iter."
+            )
+        indices, ranks = training_data._X.indices, training_data.Y.long()
+        if indices.shape[-1] != 2:
+            raise UnsupportedError(
+                f"The RankingDataset ranks {indices.shape[-1]} options at a time; "
+                "construct_inputs takes pairs (give longer rankings as PreferenceData with the "
+                "Ranking likelihood)."
+            )
+        if bool((ranks[..., 0] == ranks[..., 1]).any()):
+            raise UnsupportedError(
+                "The RankingDataset holds a tie (equal ranks); construct_inputs takes strict "
+                "pairs (record ties with PreferenceData.add_tie and a tie_threshold likelihood)."
+            )
+        comparisons = torch.gather(indices, -1, ranks)
+        return {"datapoints": training_data._X.values, "comparisons": comparisons, **kwargs}
+
+    def load_state_dict(self, state_dict: dict, strict: bool = False, assign: bool = False):
+        """Load hyperparameters; the mode is recomputed on next use.
+
+        The default ``strict=False`` is ``PairwiseGP``'s (Ax relies on it: its cross-validation
+        of a BOPE experiment hands the preference model an empty state dict); sizes must match
+        either way. Unlike ``PairwiseGP``, ``strict=True`` is supported: then every key must
+        match.
+        """
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
         self._snapshot = None
         return result
+
+
+def _as_likelihood(likelihood: Any) -> PairwiseLikelihood:
+    """Our likelihood for ``likelihood``: BoTorch's probit and logit become ours (same link and
+    scale: ``Phi(delta / sqrt 2)`` and ``sigmoid(delta)``)."""
+    if likelihood is None:
+        return PairwiseProbit()
+    if isinstance(likelihood, PairwiseLikelihood):
+        return likelihood
+    if type(likelihood) is PairwiseProbitLikelihood:
+        return PairwiseProbit()
+    if type(likelihood) is PairwiseLogitLikelihood:
+        return PairwiseLogit()
+    raise TypeError(
+        "likelihood must be a botorch_pref PairwiseLikelihood, or BoTorch's "
+        "PairwiseProbitLikelihood or PairwiseLogitLikelihood (taken as PairwiseProbit() and "
+        f"PairwiseLogit()); got {type(likelihood)}."
+    )
 
 
 def _same(a: Tensor | None, b: Tensor) -> bool:

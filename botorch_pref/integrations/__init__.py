@@ -1,0 +1,1 @@
+"""Integrations with flows outside this package: BoTorch's BOPE loop and Ax (optional extra)."""

@@ -1,0 +1,274 @@
+r"""PairwiseLaplaceGP in Ax's modular BoTorch generator (the optional extra ``[ax]``).
+
+How Ax (1.3) builds its preference model. Pairwise answers live in an experiment whose single
+metric is ``Keys.PAIRWISE_PREFERENCE_QUERY`` (``"pairwise_pref_query"``): every trial is a
+batch of two arms, the preferred one with value 1. ``TorchAdapter`` turns them into a
+``RankingDataset`` (``ax.adapter.adapter_utils.prep_pairwise_data``), and the modular
+``Surrogate`` builds one BoTorch model per dataset:
+
+1. ``Surrogate.fit`` picks the ``ModelConfig``: for a ``RankingDataset`` only
+   ``SurrogateSpec.metric_to_model_configs["pairwise_pref_query"]`` counts, otherwise it falls
+   back to a default ``ModelConfig()`` (``SurrogateSpec.model_configs`` is *not* used for
+   preference data);
+2. ``choose_model_class`` takes ``PairwiseGP`` when no class is given, and
+   ``copy_model_config_with_default_values`` gives ``PairwiseLaplaceMarginalLogLikelihood`` to
+   ``PairwiseGP`` only (any other class gets ``ExactMarginalLogLikelihood``);
+3. ``submodel_input_constructor`` calls ``model_class.construct_inputs(training_data=dataset,
+   **model_options)`` and adds the submodules (input transforms, ``likelihood``,
+   ``covar_module``) named in the config;
+4. ``fit_botorch_model`` (a dispatcher on the model class, registered for ``GPyTorchModel`` and
+   ``PairwiseGP`` only) fits the model with ``mll_class(likelihood=..., model=...)``.
+
+Two flows use that model: preferential BO / preference exploration on the preference
+experiment itself (the objective is the preference metric, and Ax picks
+``qExpectedUtilityOfBestOption``), and BOPE, where the preference experiment is a
+``PE_EXPERIMENT`` auxiliary experiment of the main one, whose ``PreferenceOptimizationConfig``
+makes the acquisition use ``LearnedObjective(pref_model=<the preference submodel>)``.
+
+This module registers :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with
+``fit_botorch_model`` (on import), and gives the configs that put it in step 1
+(:func:`preference_model_config`, :func:`preference_surrogate_spec`) and a preference adapter
+(:func:`get_preference_adapter`, Ax's own hard-codes ``PairwiseGP``). Its ``construct_inputs``
+(step 3) is the model's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ax.adapter.torch import TorchAdapter
+from ax.core.arm import Arm
+from ax.core.batch_trial import BatchTrial
+from ax.core.data import Data
+from ax.core.experiment import Experiment
+from ax.core.generator_run import GeneratorRun
+from ax.core.metric import Metric
+from ax.core.objective import Objective
+from ax.core.optimization_config import OptimizationConfig
+from ax.exceptions.core import DataRequiredError
+from ax.generators.torch.botorch_modular.generator import BoTorchGenerator
+from ax.generators.torch.botorch_modular.surrogate import ModelConfig, SurrogateSpec
+from ax.generators.torch.botorch_modular.utils import fit_botorch_model
+from ax.utils.common.constants import Keys
+from botorch.exceptions.errors import UnsupportedError
+from botorch.fit import fit_gpytorch_mll
+from botorch.models.model import Model
+from botorch.models.transforms.input import Normalize
+from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood
+
+from botorch_pref.models.evidence import LaplaceEvidence
+from botorch_pref.models.pairwise import PairwiseLaplaceGP
+
+__all__ = [
+    "PREFERENCE_METRIC",
+    "add_comparison",
+    "fit_pairwise_laplace_gp",
+    "get_preference_adapter",
+    "get_preference_model",
+    "preference_model_config",
+    "preference_surrogate_spec",
+]
+
+PREFERENCE_METRIC: str = Keys.PAIRWISE_PREFERENCE_QUERY.value
+
+
+@fit_botorch_model.register(PairwiseLaplaceGP)
+def fit_pairwise_laplace_gp(
+    model: PairwiseLaplaceGP,
+    mll_class: type[MarginalLogLikelihood],
+    mll_options: dict[str, Any] | None = None,
+) -> None:
+    """Ax's ``fit_botorch_model`` for :class:`PairwiseLaplaceGP`: ``fit_gpytorch_mll`` on its
+    Laplace evidence.
+
+    Ax gives every model class but ``PairwiseGP`` ``ExactMarginalLogLikelihood`` when the
+    ``ModelConfig`` names no ``mll_class``; that default is read as :class:`LaplaceEvidence`.
+
+    Args:
+        model: The model Ax built.
+        mll_class: :class:`LaplaceEvidence` (or a subclass), or Ax's default
+            ``ExactMarginalLogLikelihood``.
+        mll_options: Keyword arguments of the mll (none are needed).
+
+    Raises:
+        UnsupportedError: for any other mll class.
+    """
+    if mll_class is ExactMarginalLogLikelihood:
+        mll_class = LaplaceEvidence
+    if not (isinstance(mll_class, type) and issubclass(mll_class, LaplaceEvidence)):
+        raise UnsupportedError(
+            f"PairwiseLaplaceGP is fitted with LaplaceEvidence, not {mll_class}; set "
+            "ModelConfig(mll_class=LaplaceEvidence) or leave it out."
+        )
+    mll = mll_class(likelihood=model.likelihood, model=model, **(mll_options or {}))
+    fit_gpytorch_mll(mll)
+
+
+def preference_model_config(
+    model_options: dict[str, Any] | None = None,
+    normalize: bool = True,
+    **kwargs: Any,
+) -> ModelConfig:
+    """A ``ModelConfig`` for :class:`PairwiseLaplaceGP` fitted with :class:`LaplaceEvidence`.
+
+    Args:
+        model_options: Constructor options passed through ``construct_inputs`` (``form``,
+            ``tol``, ``max_iter``).
+        normalize: Map the compared designs to the unit cube with ``Normalize``, as Ax's own
+            preference adapter does (for preference data Ax learns the bounds from the data,
+            since a preference search space may be unbounded); ``False`` leaves Ax's default
+            input transforms.
+        kwargs: Further ``ModelConfig`` fields (``covar_module_class``, ``likelihood_class``,
+            ``name``...).
+
+    Returns:
+        The config.
+    """
+    if normalize:
+        kwargs.setdefault("input_transform_classes", [Normalize])
+    return ModelConfig(
+        botorch_model_class=PairwiseLaplaceGP,
+        model_options=dict(model_options or {}),
+        mll_class=LaplaceEvidence,
+        **kwargs,
+    )
+
+
+def preference_surrogate_spec(
+    model_config: ModelConfig | None = None, **kwargs: Any
+) -> SurrogateSpec:
+    """A ``SurrogateSpec`` whose preference data (``"pairwise_pref_query"``) get our model.
+
+    Use it for the preference experiment (preference exploration, preferential BO) and for a
+    BOPE experiment with a preference profile: outcome metrics keep ``kwargs``' model configs
+    (Ax's defaults when none).
+
+    Args:
+        model_config: The preference model's config; default :func:`preference_model_config`.
+        kwargs: Further ``SurrogateSpec`` fields (``model_configs`` for the outcome metrics...).
+
+    Returns:
+        The spec.
+    """
+    configs = dict(kwargs.pop("metric_to_model_configs", None) or {})
+    if PREFERENCE_METRIC in configs:
+        raise ValueError(
+            f"metric_to_model_configs already has {PREFERENCE_METRIC!r}; pass its config as "
+            "model_config instead."
+        )
+    configs[PREFERENCE_METRIC] = [model_config or preference_model_config()]
+    return SurrogateSpec(metric_to_model_configs=configs, **kwargs)
+
+
+def get_preference_adapter(
+    experiment: Experiment,
+    data: Data,
+    model_config: ModelConfig | None = None,
+) -> TorchAdapter:
+    """A fitted ``TorchAdapter`` over a preference experiment, with :class:`PairwiseLaplaceGP`.
+
+    The counterpart of Ax's ``ax.utils.preference.preference_utils.get_preference_adapter``
+    (which always builds ``PairwiseGP``): same data handling (no Ax transforms, only the
+    preference metric is modelled), our model in the surrogate. ``adapter.gen(n=2)`` then
+    proposes the next pair with ``qExpectedUtilityOfBestOption``, and
+    ``adapter.generator.surrogate.model`` holds the fitted model.
+
+    Args:
+        experiment: The preference experiment: its parameters are what is compared (outcome
+            names for preference exploration) and its two-arm batch trials carry the
+            ``"pairwise_pref_query"`` metric (1 for the preferred arm, 0 for the other).
+        data: The preference data (``experiment.lookup_data()``).
+        model_config: The model config; default :func:`preference_model_config`.
+
+    Returns:
+        The fitted adapter.
+
+    Raises:
+        DataRequiredError: if ``data`` is empty.
+    """
+    if data.df.empty:
+        raise DataRequiredError(
+            "No preference data available. At least one pairwise comparison is required to "
+            "fit the preference model."
+        )
+    metric = Metric(name=PREFERENCE_METRIC)
+    if PREFERENCE_METRIC not in experiment.metrics:
+        experiment.add_tracking_metric(metric)
+    return TorchAdapter(
+        experiment=experiment,
+        search_space=experiment.search_space,
+        data=data,
+        optimization_config=OptimizationConfig(objective=Objective(metric=metric, minimize=False)),
+        fit_tracking_metrics=False,
+        generator=BoTorchGenerator(surrogate_spec=preference_surrogate_spec(model_config)),
+        transforms=[],
+    )
+
+
+def get_preference_model(adapter: TorchAdapter) -> Model:
+    """The fitted preference model of an adapter (of a preference experiment, or of a BOPE
+    experiment with a preference profile), unwrapped from Ax's model list.
+
+    Args:
+        adapter: A fitted ``TorchAdapter`` with a ``BoTorchGenerator``.
+
+    Returns:
+        The model Ax fitted to the ``"pairwise_pref_query"`` data.
+
+    Raises:
+        DataRequiredError: if the adapter has no preference model.
+    """
+    submodels = getattr(getattr(adapter.generator, "surrogate", None), "_submodels", {})
+    model = submodels.get((PREFERENCE_METRIC,))
+    if model is None:
+        raise DataRequiredError(
+            f"The adapter has no preference model (no {PREFERENCE_METRIC!r} data were fitted)."
+        )
+    return model
+
+
+def add_comparison(
+    experiment: Experiment,
+    winner: dict[str, float],
+    loser: dict[str, float],
+) -> BatchTrial:
+    """Record one answer in a preference experiment, as Ax expects it: a completed two-arm
+    batch trial with ``"pairwise_pref_query"`` 1 for the preferred arm and 0 for the other.
+
+    Args:
+        experiment: The preference experiment.
+        winner: Parameters of the preferred arm (all of the search space's parameters).
+        loser: Parameters of the other arm.
+
+    Returns:
+        The completed trial.
+
+    Raises:
+        ValueError: if an arm's parameters are not exactly the search space's or lie outside
+            it, or if both arms are the same design; nothing is added to the experiment then.
+    """
+    names = set(experiment.search_space.parameters)
+    if dict(winner) == dict(loser):
+        raise ValueError("winner and loser are the same design; a comparison needs two.")
+    for what, params in (("winner", winner), ("loser", loser)):
+        if set(params) != names:
+            raise ValueError(
+                f"{what} must give exactly the parameters {sorted(names)}, got {sorted(params)}."
+            )
+        if not experiment.search_space.check_membership(dict(params)):
+            raise ValueError(f"{what} {params} lies outside the search space.")
+    if PREFERENCE_METRIC not in experiment.metrics:
+        experiment.add_tracking_metric(Metric(name=PREFERENCE_METRIC))
+    trial = experiment.new_batch_trial(
+        generator_run=GeneratorRun([Arm(parameters=dict(winner)), Arm(parameters=dict(loser))])
+    )
+    first, second = trial.arms
+    trial.attach_batch_trial_data(
+        raw_data={
+            first.name: {PREFERENCE_METRIC: (1.0, 0.0)},
+            second.name: {PREFERENCE_METRIC: (0.0, 0.0)},
+        }
+    )
+    trial.mark_running(no_runner_required=True)
+    trial.mark_completed()
+    return trial
