@@ -55,7 +55,11 @@ API_MODULES = [
     "botorch_pref.sessions",
     "botorch_pref.lfpl",
 ]
-OPTIONAL_API_MODULES = ["botorch_pref.web", "botorch_pref.integrations.ax"]
+OPTIONAL_API_MODULES = [
+    "botorch_pref.web",
+    "botorch_pref.integrations.ax",
+    "botorch_pref.integrations.bope",
+]
 
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "README.md"]
