@@ -69,6 +69,8 @@ __all__ = [
     "preference_surrogate_spec",
 ]
 
+#: The name of the metric an Ax preference experiment records its pairwise answers under
+#: (Ax's ``Keys.PAIRWISE_PREFERENCE_QUERY``).
 PREFERENCE_METRIC: str = Keys.PAIRWISE_PREFERENCE_QUERY.value
 
 
