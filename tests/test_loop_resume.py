@@ -79,3 +79,15 @@ def test_a_bad_record_is_an_invalid_answer():
     with pytest.raises(InvalidAnswerError, match="winner must lie"):
         opt.sync([(run.history[0].query, 5)])
     assert issubclass(InvalidAnswerError, ValueError)
+
+
+def test_a_bad_record_while_fits_are_skipped_leaves_the_model_with_the_kept_answers():
+    run = _run(9)
+    records = list(run.history)
+    records[4] = (records[4].query, 7)  # out of range: records 1-4 are kept
+    opt = PreferenceOptimizer(BOUNDS, seed=0, **SETTINGS)
+    with pytest.raises(InvalidAnswerError, match="winner must lie"):
+        opt.sync(records, hyperparameters=run.hyperparameters)
+    assert opt.n_queries == 4
+    assert opt.model.datapoints.shape[-2] == opt.datapoints.shape[0]
+    assert opt.sync(run.history) == 5 and opt.n_queries == 9  # the rest goes on from there

@@ -366,11 +366,17 @@ class PreferenceOptimizer:
         self._record(check_query(query, self._state.bounds), winner, ranking, tie)
 
     def _record(
-        self, X: Tensor, winner: Any | None, ranking: Any | None, tie: bool, refit: bool = True
+        self,
+        X: Tensor,
+        winner: Any | None,
+        ranking: Any | None,
+        tie: bool,
+        refit: bool = True,
+        update_models: bool = True,
     ) -> None:
         """Validate the answer, then record it (the state changes only if all succeeds)."""
         answer = validate_answer(X.shape[0], winner, ranking, tie=tie, ties=self.ties)
-        self._state.record_answers([X], [answer], refit=refit)
+        self._state.record_answers([X], [answer], refit=refit, update_models=update_models)
         self._pending = None
 
     # -------------------------------------------------------------------- best
@@ -448,13 +454,23 @@ class PreferenceOptimizer:
         h = hyperparameters
         if h is not None and not (n <= h.n_answers <= len(records)):
             h = None
-        for k, (query, winner, ranking, tie) in enumerate(records[n:], start=n + 1):
-            X = check_query(query, self._state.bounds)
-            self._record(X, winner, ranking, tie, refit=h is None or k > h.n_answers)
-            if h is not None and k == h.n_answers:
-                h.load_into(self.model)
-                self._state.fitted_at = h.n_answers
-                refresh(self.model, self._state.record.designs(0, unit=True))
+        deferred = False  # answers up to the stored fit enter the model in one update
+        try:
+            for k, (query, winner, ranking, tie) in enumerate(records[n:], start=n + 1):
+                X = check_query(query, self._state.bounds)
+                deferred = h is not None and k <= h.n_answers
+                self._record(
+                    X, winner, ranking, tie, refit=not deferred, update_models=not deferred
+                )
+                if h is not None and k == h.n_answers:
+                    self._state.update_models()
+                    deferred = False
+                    h.load_into(self.model)
+                    self._state.fitted_at = h.n_answers
+                    refresh(self.model, self._state.record.designs(0, unit=True))
+        finally:
+            if deferred:  # a bad record: the answers before it are kept, the model catches up
+                self._state.update_models()
         return len(records) - n
 
     @classmethod

@@ -194,7 +194,11 @@ class LoopState:
 
     # ----------------------------------------------------------------- record
     def record_answers(
-        self, queries: Sequence[Tensor], answers: Sequence[Answer], refit: bool = True
+        self,
+        queries: Sequence[Tensor],
+        answers: Sequence[Answer],
+        refit: bool = True,
+        update_models: bool = True,
     ) -> None:
         """Record every member's answer, update the models, refit when the schedule says so.
 
@@ -202,6 +206,8 @@ class LoopState:
             queries: ``R`` validated queries (``q_r x d``, distinct rows, user units).
             answers: ``R`` validated answers (no skips).
             refit: ``False`` records without fitting hyperparameters.
+            update_models: ``False`` only appends to the record; the models then lag behind it
+                until :meth:`update_models` (or the next recorded answer) gives them its data.
 
         Raises:
             Exception: Whatever the model raised; the state is then unchanged.
@@ -209,6 +215,9 @@ class LoopState:
         k = self.n_answers + 1
         fit = refit and (self.groups is None or self.config.refit_due(k))
         ext = self.record.extend(queries, answers)
+        if not update_models:
+            self.record.commit(ext, answers)
+            return
         if self.groups is None:
             self._build(ext, fit, k)
         else:
@@ -217,6 +226,20 @@ class LoopState:
         if fit:
             self.n_refits += 1
             self.fitted_at = k
+
+    def update_models(self) -> None:
+        """Give the models the record's data (building them if needed), without fitting.
+
+        One model update for any number of answers recorded with ``update_models=False``.
+        """
+        if self.n_answers == 0:
+            return
+        record = self.record
+        ext = Extension(record.X_user, record.X_unit, record.counts, record.data, [])
+        if self.groups is None:
+            self._build(ext, False, self.n_answers)
+        else:
+            self._update(ext, False, self.n_answers)
 
     def _inputs(self, members: list[int], ext: Extension) -> tuple[Tensor, Tensor | PreferenceData]:
         """A group's model inputs: unit-cube designs and observations."""
