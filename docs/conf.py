@@ -205,9 +205,10 @@ def _copy_tutorials() -> None:
     )
 
 
-# Notebook kernels inherit the build's environment: no display, no busy-waiting OpenMP threads,
-# and never real MovieLens data in the LFPL tutorial.
-os.environ.setdefault("MPLBACKEND", "Agg")
+# Notebook kernels inherit the build's environment: no busy-waiting OpenMP threads, and never
+# real MovieLens data in the LFPL tutorial. (MPLBACKEND stays unset: the kernels' inline backend
+# is what puts the figures on the pages.)
+os.environ.pop("MPLBACKEND", None)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("BOTORCH_PREF_MOVIELENS", "synthetic")
 MISSING: list[str] = []

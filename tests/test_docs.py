@@ -70,12 +70,13 @@ def test_every_public_name_is_in_the_api_reference(module, documented):
         obj = getattr(mod, name)
         if name.startswith("__") or inspect.ismodule(obj):
             continue
-        qualname = getattr(obj, "__qualname__", None)
+        is_code = inspect.isclass(obj) or inspect.isfunction(obj) or inspect.isbuiltin(obj)
+        qualname = getattr(obj, "__qualname__", None) if is_code else None
         home = getattr(obj, "__module__", None)
         candidates = {f"{module}.{name}"}
         if qualname and home:
             candidates.add(f"{home}.{qualname}")
-        if qualname is None:  # a constant: documented where it is assigned
+        if qualname is None:  # a constant or type alias: documented where it is assigned
             candidates |= {d for d in documented if d.endswith(f".{name}")}
         if not candidates & documented:
             missing.append(name)

@@ -25,7 +25,10 @@ if not IN_CI:
         pytest.skip("no Chromium/chromedriver (CI installs them)", allow_module_level=True)
 
 from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
@@ -72,8 +75,16 @@ def browser():
 
 
 def _query_id(driver) -> int | None:
-    found = driver.find_elements(By.CSS_SELECTOR, "input[name=query_id]")
-    return int(found[0].get_attribute("value")) if found else None
+    """The query id on the page, or ``None`` (also while the page is being replaced)."""
+    try:
+        found = driver.find_elements(By.CSS_SELECTOR, "input[name=query_id]")
+        return int(found[0].get_attribute("value")) if found else None
+    except StaleElementReferenceException:
+        return None
+    except WebDriverException as err:  # the element's page was replaced between the two calls
+        if "does not belong to the document" in str(err):
+            return None
+        raise
 
 
 def _wait_for_new_query(driver, old: int | None) -> int:
