@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
-import torch
+from botorch_pref.runtime import USER_SETTINGS, default_threads, entry_threads
 
 __all__ = ["default_lfpl_threads", "lfpl_threads", "reexec_with_passive_openmp"]
 
-USER_SETTINGS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: LFPL's in-process thread default: :func:`botorch_pref.runtime.default_threads`.
+default_lfpl_threads = default_threads
+#: LFPL's in-process thread context: :func:`botorch_pref.runtime.entry_threads`.
+lfpl_threads = entry_threads
 REEXEC_MARKER = "BOTORCH_PREF_LFPL_REEXEC"
 
 
@@ -59,54 +61,3 @@ def reexec_with_passive_openmp(command: Sequence[str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "botorch_pref.cli", *sys.argv[1:]], env)
-
-
-def default_lfpl_threads(device: torch.device | str | None = None) -> int | None:
-    """The intra-op thread count LFPL training should use, or ``None`` to leave torch's.
-
-    Args:
-        device: The training device; only CPU training is affected.
-
-    Returns:
-        ``1`` on CPU unless the user set a thread count or a passive wait policy in the
-        environment; ``None`` otherwise.
-    """
-    if device is not None and torch.device(device).type != "cpu":
-        return None
-    if any(os.environ.get(name) for name in USER_SETTINGS):
-        return None
-    if os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE":
-        return None
-    return 1
-
-
-@contextmanager
-def lfpl_threads(
-    threads: int | str | None = "auto", device: torch.device | str | None = None
-) -> Iterator[int]:
-    """Run a block with LFPL's thread default, restoring torch's thread count afterwards.
-
-    Args:
-        threads: ``"auto"`` (:func:`default_lfpl_threads`), a positive number of threads, or
-            ``None`` to leave torch's setting alone.
-        device: The training device (``"auto"`` changes nothing off the CPU).
-
-    Yields:
-        The intra-op thread count in effect inside the block.
-    """
-    if threads == "auto":
-        threads = default_lfpl_threads(device)
-    elif threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int):
-            raise TypeError(f"threads must be 'auto', None or an int, got {threads!r}.")
-        if threads < 1:
-            raise ValueError(f"threads must be at least 1, got {threads}.")
-    previous = torch.get_num_threads()
-    if threads is None or threads == previous:
-        yield previous
-        return
-    torch.set_num_threads(threads)
-    try:
-        yield threads
-    finally:
-        torch.set_num_threads(previous)
