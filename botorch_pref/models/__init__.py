@@ -7,9 +7,11 @@ from botorch_pref.models.pairwise import (
     PreferenceDataError,
     PreferenceInputError,
 )
+from botorch_pref.models.posterior import LaplacePosteriorMixin
 
 __all__ = [
     "LaplaceEvidence",
+    "LaplacePosteriorMixin",
     "PairwiseLaplaceGP",
     "PreferenceDataError",
     "PreferenceInputError",

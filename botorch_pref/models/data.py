@@ -23,6 +23,7 @@ __all__ = [
     "PreferenceInputError",
     "append_comparisons",
     "build_engine",
+    "check_unchanged",
     "expand_comparisons",
     "validate_comparisons",
     "validate_datapoints",
@@ -200,6 +201,41 @@ def expand_comparisons(comparisons: Comparisons, batch: torch.Size, device) -> C
     if isinstance(comparisons, PreferenceData):
         return comparisons.to(device).expand(*batch)
     return comparisons.to(device).expand(*batch, *comparisons.shape[-2:])
+
+
+def check_unchanged(
+    old_datapoints: Tensor | None,
+    old_targets: Tensor | None,
+    datapoints: Tensor,
+    comparisons: Comparisons,
+    batch: torch.Size,
+) -> None:
+    """``set_train_data(..., strict=True)``: shapes, dtypes and devices must not change.
+
+    Args:
+        old_datapoints: The model's designs (``None`` for a prior-only model).
+        old_targets: The model's ``train_targets`` (comparisons, or the options of its
+            :class:`PreferenceData`).
+        datapoints: The new, validated designs.
+        comparisons: The new, validated comparisons or :class:`PreferenceData`.
+        batch: Their common batch shape.
+
+    Raises:
+        PreferenceInputError: naming what would change (a prior-only model has nothing to
+            match and always raises).
+    """
+    new_X = datapoints.expand(*batch, *datapoints.shape[-2:])
+    new_C = expand_comparisons(comparisons, batch, datapoints.device)
+    if isinstance(new_C, PreferenceData):
+        new_C = new_C.options
+    for what, new, old in (("inputs", new_X, old_datapoints), ("targets", new_C, old_targets)):
+        for attr in ("shape", "dtype", "device"):
+            expected, found = getattr(old, attr, None), getattr(new, attr)
+            if expected != found:
+                raise PreferenceInputError(
+                    f"Cannot modify {attr} of {what} (expected {expected}, found {found}) "
+                    "with strict=True."
+                )
 
 
 def build_engine(

@@ -16,13 +16,16 @@ mode. At test designs :math:`X_*`,
 with :math:`\hat f = K\hat\alpha` (computed without any inverse, see
 :mod:`botorch_pref.inference.engine`).
 
-The model holds a Laplace engine for its data (:func:`botorch_pref.models.data.build_engine`:
-pairs take the diagonal-curvature pair engine, other answers the block engine), the kernel
-hyperparameters and the factors cached once per data set and hyperparameter values, and speaks
-BoTorch's ``Model`` interface so that every BoTorch acquisition function, ``fit_gpytorch_mll``
-(with :class:`~botorch_pref.models.evidence.LaplaceEvidence`) and ``fantasize`` work on it. It is
-a drop-in for :class:`botorch.models.PairwiseGP`: same constructor, same data conventions, same
-scale convention for the probit noise.
+The model holds its data (validated by :mod:`botorch_pref.models.data`), the kernel
+hyperparameters, and a :class:`~botorch_pref.models.mode.LaplaceMode`: the Laplace engine of the
+data (pairs take the diagonal-curvature pair engine, other answers the block engine) with the
+mode and factors cached once per data set and hyperparameter values. It speaks BoTorch's
+``Model`` interface (prediction: :class:`~botorch_pref.models.posterior.LaplacePosteriorMixin`)
+so that every BoTorch acquisition function, ``fit_gpytorch_mll`` (with
+:class:`~botorch_pref.models.evidence.LaplaceEvidence`) and ``fantasize`` work on it. It is a
+drop-in for :class:`botorch.models.PairwiseGP`: same constructor, same data conventions, same
+scale convention for the probit noise, BoTorch's likelihoods and ``RankingDataset`` accepted
+(:mod:`botorch_pref.models.compat`).
 
 Differences from ``PairwiseGP`` (all deliberate):
 
@@ -43,43 +46,35 @@ The full list of deliberate differences is the README's "Differences from Pairwi
 
 from __future__ import annotations
 
-import warnings
 from copy import deepcopy
 from typing import Any
 
 import torch
-from botorch.exceptions.errors import UnsupportedError
-from botorch.models.likelihoods.pairwise import (
-    PairwiseLogitLikelihood,
-    PairwiseProbitLikelihood,
-)
 from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
-from botorch.posteriors.gpytorch import GPyTorchPosterior
-from botorch.posteriors.posterior import Posterior
-from botorch.utils.datasets import RankingDataset, SupervisedDataset
-from gpytorch.distributions import MultivariateNormal
+from botorch.utils.datasets import SupervisedDataset
 from gpytorch.kernels import Kernel
 from gpytorch.means import ConstantMean
 from gpytorch.models import GP
-from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 
 from botorch_pref.data.preferences import PreferenceData, PreferenceDataError
-from botorch_pref.inference.engine import LaplaceEngine, LaplaceFactors, ModeResult, WarmStart
-from botorch_pref.inference.newton import Form, default_tolerance, fit_tolerance
-from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseLogit, PairwiseProbit
+from botorch_pref.inference.engine import LaplaceEngine, LaplaceFactors
+from botorch_pref.inference.newton import Form, fit_tolerance
+from botorch_pref.likelihoods import PairwiseLikelihood
+from botorch_pref.models.compat import as_likelihood, ranking_dataset_inputs
 from botorch_pref.models.data import (
     PreferenceInputError,
     append_comparisons,
     build_engine,
+    check_unchanged,
     expand_comparisons,
     validate_fantasy_comparisons,
-    validate_test_points,
     validate_training_data,
 )
 from botorch_pref.models.kernels import default_covar_module, make_covar_module
-from botorch_pref.models.prediction import laplace_predict
+from botorch_pref.models.mode import LaplaceMode
+from botorch_pref.models.posterior import LaplacePosteriorMixin
 
 __all__ = [
     "PairwiseLaplaceGP",
@@ -90,12 +85,14 @@ __all__ = [
 ]
 
 
-class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
+class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
     r"""Preference GP with a pairwise likelihood and the Laplace approximation.
 
     Prior :math:`g \sim GP(0, k)`; an answer ``(v, u)`` ("v beat u") has probability
     :math:`F((g(x_v) - g(x_u)) / s)` (:mod:`botorch_pref.likelihoods`); the posterior is the
-    Laplace approximation at the mode (module docstring).
+    Laplace approximation at the mode (module docstring). Predictions (``posterior``,
+    ``forward``, :meth:`~LaplacePosteriorMixin.preference_probability`) are those of
+    :class:`~botorch_pref.models.posterior.LaplacePosteriorMixin`.
 
     Example:
         >>> X = torch.rand(10, 2, dtype=torch.float64)
@@ -154,7 +151,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         max_iter: int = 100,
     ) -> None:
         super().__init__()
-        likelihood = _as_likelihood(likelihood)
+        likelihood = as_likelihood(likelihood)
         if form not in (None, "comparison", "design"):
             raise ValueError(f"form must be None, 'comparison' or 'design', got {form!r}.")
         self.likelihood = likelihood
@@ -163,9 +160,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         self._max_iter = int(max_iter)
         self._datapoints: Tensor | None = None
         self._comparisons: Tensor | PreferenceData | None = None
-        self._engine: LaplaceEngine | None = None
-        self._reset_state()
-        self._warm: WarmStart | None = None  # what the next mode search may start from
+        self._mode: LaplaceMode | None = None  # the data's engine, mode and factors
         self.train_inputs: tuple[Tensor, ...] = ()  # as PairwiseGP without data
         self.train_targets: Tensor | None = None
         if datapoints is None or comparisons is None:
@@ -193,30 +188,21 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             self._update_mode()
 
     # ------------------------------------------------------------------ data
-    def _reset_state(self) -> None:
-        self._mode: ModeResult | None = None
-        self._factors: LaplaceFactors | None = None
-        self._snapshot: Tensor | None = None
-        self._train_X: Tensor | None = None  # transformed datapoints
-        self._loose = False  # mode found at the looser fitting tolerance
-        self._K: Tensor | None = None  # flat-batch prior covariance at the mode's hyperparameters
-
     def _set_data(
         self, datapoints: Tensor, comparisons: Tensor | PreferenceData, batch: torch.Size
     ) -> None:
         """Store validated data broadcast to ``batch`` and build their engine."""
         datapoints = datapoints.expand(*batch, *datapoints.shape[-2:])
         comparisons = expand_comparisons(comparisons, batch, datapoints.device)
-        old_engine, old_mode = self._engine, self._mode
+        warm = self._mode.warm_start(datapoints.shape[-2]) if self._mode is not None else None
         self._datapoints, self._comparisons = datapoints, comparisons
         self.train_inputs = (datapoints,)
         is_data = isinstance(comparisons, PreferenceData)
         self.train_targets = comparisons.options if is_data else comparisons
-        self._reset_state()
-        self._engine = build_engine(self.likelihood, datapoints, comparisons)
-        self._warm = None
-        if old_engine is not None and old_mode is not None:
-            self._warm = old_engine.warm_start(old_mode, datapoints.shape[-2])
+        engine = build_engine(self.likelihood, datapoints, comparisons)
+        self._mode = LaplaceMode(
+            engine, form=self._form, tol=self._tol, max_iter=self._max_iter, warm=warm
+        )
 
     @property
     def engine(self) -> LaplaceEngine | None:
@@ -225,9 +211,12 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         A :class:`~botorch_pref.inference.pairs.PairEngine` for pairwise comparisons, a
         :class:`~botorch_pref.inference.blocks.BlockEngine` for choices, rankings and ties.
         """
-        if self._engine is not None:
-            self._engine.likelihood = self.likelihood  # follow a replaced likelihood
-        return self._engine
+        return None if self._mode is None else self._laplace().engine
+
+    def _laplace(self) -> LaplaceMode:
+        """The data's engine, mode and factors; the engine follows a replaced likelihood."""
+        self._mode.engine.likelihood = self.likelihood
+        return self._mode
 
     def set_train_data(
         self,
@@ -264,7 +253,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
             raise PreferenceInputError("set_train_data needs both datapoints and comparisons.")
         validated = validate_training_data(datapoints, comparisons, self.likelihood)
         if strict:
-            self._check_strict(*validated)
+            check_unchanged(self._datapoints, self.train_targets, *validated)
         datapoints = validated[0]
         self._set_data(*validated)
         moved = [
@@ -274,28 +263,9 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         ]
         if moved:
             self.to(dtype=datapoints.dtype, device=datapoints.device)
-            self._warm = None  # a start of another dtype or device
+            self._mode.warm = None  # a start of another dtype or device
         if update_model:
             self._update_mode()
-
-    def _check_strict(
-        self, datapoints: Tensor, comparisons: Tensor | PreferenceData, batch: torch.Size
-    ) -> None:
-        """``set_train_data(..., strict=True)``: shapes, dtypes and devices must not change."""
-        new_X = datapoints.expand(*batch, *datapoints.shape[-2:])
-        new_C = expand_comparisons(comparisons, batch, datapoints.device)
-        if isinstance(new_C, PreferenceData):
-            new_C = new_C.options
-        old_X = self._datapoints
-        old_C = self.train_targets
-        for what, new, old in (("inputs", new_X, old_X), ("targets", new_C, old_C)):
-            for attr in ("shape", "dtype", "device"):
-                expected, found = getattr(old, attr, None), getattr(new, attr)
-                if expected != found:
-                    raise PreferenceInputError(
-                        f"Cannot modify {attr} of {what} (expected {expected}, found {found}) "
-                        "with strict=True."
-                    )
 
     def _set_transformed_inputs(self) -> None:
         """Inputs are transformed on the fly; the stored datapoints stay untransformed."""
@@ -352,19 +322,19 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
     def utility(self) -> Tensor:
         """The posterior mode :math:`\\hat f` at the datapoints, ``batch_shape x n``."""
         self._ensure_current()
-        return self._mode.f.reshape(*self.batch_shape, self.n)
+        return self._mode.result.f.reshape(*self.batch_shape, self.n)
 
     @property
     def newton_iterations(self) -> int:
         """Newton iterations of the last mode search."""
         self._ensure_current()
-        return self._mode.iterations
+        return self._mode.result.iterations
 
     @property
     def newton_form(self) -> str:
         """The Newton form in use, ``"comparison"`` or ``"design"``."""
         self._ensure_current()
-        return self._mode.form
+        return self._mode.result.form
 
     # ------------------------------------------------------------- numerics
     def _hyper_snapshot(self) -> Tensor:
@@ -387,46 +357,16 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         with torch.no_grad():
             X = self._transformed_train_inputs()
             K = self._flat_K(X)
-        self._set_mode(K, X, tol=tol)
+        self._find_mode(K, X, tol=tol)
 
-    def _set_mode(self, K: Tensor, X: Tensor, tol: float | None = None) -> None:
-        tol = tol if tol is not None else self._tol
-        beta0 = self._warm_beta()
-        d0 = self._mode.d if self._mode is not None else None
-        mode = self.engine.find_mode(
-            K,
-            beta0,
-            d0=d0,
-            form=self._form,
-            tol=tol,
-            max_iter=self._max_iter,
-        )
-        if not bool(mode.converged.all()):
-            warnings.warn(
-                f"Newton did not converge in {self._max_iter} iterations; the mode may be "
-                "inaccurate (consider float64 or different hyperparameters).",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        self._mode = mode
-        self._K = K
-        self._factors = None  # factored lazily, on the first posterior call
-        self._train_X = X.detach().expand(*self.batch_shape, *X.shape[-2:])
-        self._snapshot = self._hyper_snapshot()
-        self._warm = None
-        self._loose = tol is not None and tol > default_tolerance(K.dtype)
-
-    def _warm_beta(self) -> Tensor | None:
-        if self._mode is not None:  # same data, new hyperparameters
-            return self._mode.beta
-        if self._warm is None:
-            return None
-        return self.engine.warm_beta(self._warm)
+    def _find_mode(self, K: Tensor, X: Tensor, tol: float | None = None) -> None:
+        X = X.detach().expand(*self.batch_shape, *X.shape[-2:])
+        self._laplace().find(K, X, self._hyper_snapshot(), tol=tol)
 
     def _ensure_current(self) -> None:
         if not self._has_data():
             raise RuntimeError("The model has no data.")
-        if self._mode is None or self._loose or not _same(self._snapshot, self._hyper_snapshot()):
+        if not self._mode.is_current(self._hyper_snapshot()):
             self._update_mode()
 
     def laplace_evidence(self) -> Tensor:
@@ -444,17 +384,15 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         K = self._flat_K(X)
         # A looser tolerance suffices here: the Newton step below squares the mode's error, and
         # the first posterior call polishes the mode to the full tolerance.
-        self._set_mode(K.detach(), X, tol=self._tol or fit_tolerance(K.dtype))
-        log_z, _ = self.engine.evidence_with_gradients(K, self._mode)
+        self._find_mode(K.detach(), X, tol=self._tol or fit_tolerance(K.dtype))
+        log_z, _ = self.engine.evidence_with_gradients(K, self._mode.result)
         return log_z.reshape(self.batch_shape)
 
     # -------------------------------------------------------------- predict
     def _current_factors(self) -> LaplaceFactors:
         """The posterior factors for the current data and hyperparameters (formed lazily)."""
         self._ensure_current()
-        if self._factors is None:
-            self._factors = self.engine.laplace_factors(self._K, self._mode)
-        return self._factors
+        return self._laplace().factors()
 
     def predictive_factors(self) -> tuple[Tensor, LaplaceFactors]:
         r"""Transformed training inputs and posterior factors, for fused acquisition code.
@@ -471,118 +409,7 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         if not self._has_data():
             raise RuntimeError("The model has no data.")
         factors = self._current_factors()
-        return self._train_X, factors
-
-    def _predict(self, X: Tensor, full_cov: bool = True) -> tuple[Tensor, Tensor]:
-        """Posterior (or prior) mean and covariance at ``X`` (``... x q x d``, transformed)."""
-        # The likelihood sees utility differences only, so with the prior mean c (PairwiseGP's
-        # ConstantMean, frozen at zero) the posterior is the zero-mean one shifted by c.
-        c = self.mean_module.constant
-        if not self._has_data():
-            K = self.covar_module(X).to_dense()
-            mean = torch.zeros(K.shape[:-1], dtype=X.dtype, device=X.device)
-            return mean + c, K
-        factors = self._current_factors()  # brings the mode up to date first
-        mean, cov = laplace_predict(self.covar_module, self._train_X, factors, X, full_cov)
-        return mean + c, cov
-
-    def forward(self, X: Tensor) -> MultivariateNormal:
-        """The Laplace posterior (prior without data) at transformed inputs ``X``.
-
-        In training mode, as ``PairwiseGP``: only the (untransformed) training datapoints are
-        accepted (``model(*model.train_inputs)``), and a prior-only model raises; both raise
-        ``RuntimeError``. Use :meth:`posterior` (or ``eval()``) to predict elsewhere.
-        """
-        if self.training:
-            if not self._has_data():
-                raise RuntimeError(
-                    "datapoints and comparisons cannot be None in training mode. Call .eval() "
-                    "for prior predictions, or call .set_train_data() to add training data."
-                )
-            if not self._is_training_input(X):
-                raise RuntimeError(
-                    "Must train on training data: in training mode the model can only be "
-                    "called on its training datapoints (model(*model.train_inputs)); call "
-                    ".eval() or use .posterior() to predict elsewhere."
-                )
-            X = self._transformed_train_inputs()
-        mean, cov = self._predict(X)
-        # A lazy covariance: nothing is factored until a sample or a log-density needs it.
-        return MultivariateNormal(mean, DenseLinearOperator(cov))
-
-    def _is_training_input(self, X: Tensor) -> bool:
-        D = self._datapoints
-        return X is D or (
-            torch.is_tensor(X) and X.shape == D.shape and X.dtype == D.dtype and torch.equal(X, D)
-        )
-
-    def _model_dtype(self) -> torch.dtype | None:
-        """The dtype the model computes in: its data's, or its hyperparameters' without data."""
-        if self._has_data():
-            return self._datapoints.dtype
-        return next((p.dtype for p in self.covar_module.parameters()), None)
-
-    def posterior(
-        self,
-        X: Tensor,
-        output_indices: list[int] | None = None,
-        observation_noise: bool | Tensor = False,
-        posterior_transform: Any | None = None,
-        **kwargs: Any,
-    ) -> Posterior:
-        r"""Joint Laplace posterior of the utility at ``X``.
-
-        Args:
-            X: ``(batch_shape) x q x d`` designs (untransformed).
-            output_indices: Must be ``None`` or ``[0]`` (one output).
-            observation_noise: Ignored: the answer noise acts on comparisons, not on utilities
-                (use :meth:`preference_probability` for answer probabilities).
-            posterior_transform: An optional BoTorch posterior transform.
-
-        Returns:
-            A :class:`~botorch.posteriors.gpytorch.GPyTorchPosterior` with the full joint
-            ``q x q`` covariance, differentiable in ``X``.
-
-        Raises:
-            PreferenceInputError: if ``X`` has another dtype than the model (no silent cast:
-                cast ``X`` or the model first).
-        """
-        if output_indices is not None and list(output_indices) != [0]:
-            raise ValueError("PairwiseLaplaceGP has a single output; output_indices must be [0].")
-        dim = self._datapoints.shape[-1] if self._has_data() else None
-        validate_test_points(X, dim, self._model_dtype())
-        if self.training:
-            self.eval()
-        Xt = self.transform_inputs(X)
-        posterior = GPyTorchPosterior(self(Xt))
-        if posterior_transform is not None:  # with X, as BoTorch's models (and PairwiseGP)
-            return posterior_transform(posterior=posterior, X=X)
-        return posterior
-
-    def preference_probability(self, X1: Tensor, X2: Tensor) -> Tensor:
-        r"""Posterior probability that ``X1`` beats ``X2``, from their joint posterior.
-
-        .. math::
-
-            P(x_1 \succ x_2) = E[\sigma((g(x_1) - g(x_2)) / s)], \quad
-            g(x_1) - g(x_2) \sim N(\mu_1 - \mu_2, v_1 + v_2 - 2 c_{12}),
-
-        which for the probit likelihood is :math:`\Phi((\mu_1 - \mu_2)/\sqrt{s^2 + v_1 + v_2 -
-        2 c_{12}})`.
-
-        Args:
-            X1: ``... x d`` designs.
-            X2: ``... x d`` designs, broadcastable with ``X1``.
-
-        Returns:
-            A ``...`` tensor of probabilities.
-        """
-        X1, X2 = torch.broadcast_tensors(X1, X2)
-        post = self.posterior(torch.stack([X1, X2], dim=-2))
-        mean = post.mean.squeeze(-1)
-        cov = post.distribution.covariance_matrix
-        var = cov[..., 0, 0] + cov[..., 1, 1] - 2 * cov[..., 0, 1]
-        return self.likelihood.predictive_probability(mean[..., 0] - mean[..., 1], var)
+        return self._mode.train_X, factors
 
     # ------------------------------------------------------------ fantasize
     def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Model:
@@ -614,11 +441,10 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         new_C = append_comparisons(self._comparisons, Y, self.n, batch)
         # warm start: old rows keep their indices, broadcast over the new batch
         self._ensure_current()
-        warm = self.engine.warm_start(self._mode, new_X.shape[-2])
-        new_model._mode = None
-        new_model._engine = None
+        warm = self._laplace().warm_start(new_X.shape[-2])
+        new_model._mode = None  # no warm start from the copied data: the one below is better
         new_model.set_train_data(new_X, new_C, update_model=False)
-        new_model._warm = warm.expand(self.batch_shape, batch)
+        new_model._mode.warm = warm.expand(self.batch_shape, batch)
         new_model._update_mode()
         return new_model
 
@@ -626,50 +452,19 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
     def construct_inputs(cls, training_data: SupervisedDataset, **kwargs: Any) -> dict[str, Any]:
         r"""Constructor inputs from a ``RankingDataset``, as ``PairwiseGP.construct_inputs``.
 
-        Each ranked pair ``indices = (i, j)`` with ranks ``r`` (0 = preferred) becomes the
-        comparison ``(indices[r_0], indices[r_1])`` (BoTorch's ``gather``), so a pair stored
-        loser first is turned around. This is the route by which BoTorch's and Ax's input
-        constructors build a preference model from data.
+        This is the route by which BoTorch's and Ax's input constructors build a preference
+        model from data; see :func:`~botorch_pref.models.compat.ranking_dataset_inputs` (each
+        ranked pair becomes a ``(winner, loser)`` comparison; ties, longer rankings, other
+        datasets and unknown options raise ``UnsupportedError``).
 
         Args:
-            training_data: A ``RankingDataset`` of pairs (``SliceContainer`` ``X`` of designs
-                and index pairs, ``m x 2`` ranks ``Y``).
+            training_data: A ``RankingDataset`` of pairs.
             kwargs: Constructor options passed through: ``form``, ``tol``, ``max_iter``.
 
         Returns:
             ``{"datapoints": n x d, "comparisons": m x 2, **kwargs}``.
-
-        Raises:
-            UnsupportedError: for a dataset that is not a ``RankingDataset`` (as
-                ``PairwiseGP``), rankings of more than two options or ties (which
-                ``PairwiseGP`` would turn into wrong comparisons), and unknown options (e.g.
-                ``categorical_features``).
         """
-        if not isinstance(training_data, RankingDataset):
-            raise UnsupportedError(
-                "Only `RankingDataset` is supported for `PairwiseLaplaceGP` (as for "
-                f"`PairwiseGP`). Received {type(training_data)}."
-            )
-        unknown = sorted(set(kwargs) - {"form", "tol", "max_iter"})
-        if unknown:
-            raise UnsupportedError(
-                f"PairwiseLaplaceGP.construct_inputs does not take {unknown}; besides the "
-                "dataset it passes through form, tol and max_iter."
-            )
-        indices, ranks = training_data._X.indices, training_data.Y.long()
-        if indices.shape[-1] != 2:
-            raise UnsupportedError(
-                f"The RankingDataset ranks {indices.shape[-1]} options at a time; "
-                "construct_inputs takes pairs (give longer rankings as PreferenceData with the "
-                "Ranking likelihood)."
-            )
-        if bool((ranks[..., 0] == ranks[..., 1]).any()):
-            raise UnsupportedError(
-                "The RankingDataset holds a tie (equal ranks); construct_inputs takes strict "
-                "pairs (record ties with PreferenceData.add_tie and a tie_threshold likelihood)."
-            )
-        comparisons = torch.gather(indices, -1, ranks)
-        return {"datapoints": training_data._X.values, "comparisons": comparisons, **kwargs}
+        return ranking_dataset_inputs(training_data, **kwargs)
 
     def load_state_dict(self, state_dict: dict, strict: bool = False, assign: bool = False):
         """Load hyperparameters; the mode is recomputed on next use.
@@ -680,27 +475,6 @@ class PairwiseLaplaceGP(Model, GP, FantasizeMixin):
         match.
         """
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
-        self._snapshot = None
+        if self._mode is not None:
+            self._mode.snapshot = None
         return result
-
-
-def _as_likelihood(likelihood: Any) -> PairwiseLikelihood:
-    """Our likelihood for ``likelihood``: BoTorch's probit and logit become ours (same link and
-    scale: ``Phi(delta / sqrt 2)`` and ``sigmoid(delta)``)."""
-    if likelihood is None:
-        return PairwiseProbit()
-    if isinstance(likelihood, PairwiseLikelihood):
-        return likelihood
-    if type(likelihood) is PairwiseProbitLikelihood:
-        return PairwiseProbit()
-    if type(likelihood) is PairwiseLogitLikelihood:
-        return PairwiseLogit()
-    raise TypeError(
-        "likelihood must be a botorch_pref PairwiseLikelihood, or BoTorch's "
-        "PairwiseProbitLikelihood or PairwiseLogitLikelihood (taken as PairwiseProbit() and "
-        f"PairwiseLogit()); got {type(likelihood)}."
-    )
-
-
-def _same(a: Tensor | None, b: Tensor) -> bool:
-    return a is not None and a.shape == b.shape and a.device == b.device and torch.equal(a, b)

@@ -1,0 +1,147 @@
+r"""The Laplace mode of a preference GP's data, cached per hyperparameter values.
+
+A :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` holds one :class:`LaplaceMode` per
+data set: the Laplace engine of the data (:func:`botorch_pref.models.data.build_engine`), and,
+for the hyperparameter values it was last found at, the mode :math:`\hat f`
+(:class:`~botorch_pref.inference.engine.ModeResult`), the flat-batch prior covariance :math:`K`
+it was found with, the transformed training designs, and the posterior factors
+(:class:`~botorch_pref.inference.engine.LaplaceFactors`, formed lazily on the first posterior
+call). The model compares a snapshot of its hyperparameter values with the one stored here
+(:meth:`LaplaceMode.is_current`) and finds the mode again only when they differ.
+
+Warm starts: a mode search starts from the previous mode's coefficients when only the
+hyperparameters changed, otherwise from a :class:`~botorch_pref.inference.engine.WarmStart`
+carried over from the model's previous data (exact when designs were appended; a start worse
+than zero is discarded by the Newton driver).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import Tensor
+
+from botorch_pref.inference.engine import LaplaceEngine, LaplaceFactors, ModeResult, WarmStart
+from botorch_pref.inference.newton import Form, default_tolerance
+
+__all__ = ["LaplaceMode"]
+
+
+class LaplaceMode:
+    """The engine of one data set and its mode and factors at one set of hyperparameter values.
+
+    Args:
+        engine: The Laplace engine of the data.
+        form: ``"comparison"`` or ``"design"`` to force a Newton form; ``None`` chooses the
+            smaller system.
+        tol: Newton stopping tolerance (``None``: dtype-aware default).
+        max_iter: Maximum Newton iterations.
+        warm: Where the first mode search may start (from the previous data), or ``None``.
+    """
+
+    def __init__(
+        self,
+        engine: LaplaceEngine,
+        *,
+        form: Form | None = None,
+        tol: float | None = None,
+        max_iter: int = 100,
+        warm: WarmStart | None = None,
+    ) -> None:
+        self.engine = engine
+        self.form = form
+        self.tol = tol
+        self.max_iter = int(max_iter)
+        self.warm = warm
+        self.result: ModeResult | None = None
+        self.K: Tensor | None = None  # flat-batch prior covariance at the mode's hyperparameters
+        self.train_X: Tensor | None = None  # transformed datapoints, batch_shape x n x d
+        self.snapshot: Tensor | None = None  # hyperparameter values the mode was found at
+        self.loose = False  # found at a looser tolerance than ``tol`` (for the evidence)
+        self._factors: LaplaceFactors | None = None
+
+    def is_current(self, snapshot: Tensor) -> bool:
+        """Whether the mode was found, to the full tolerance, at the hyperparameters ``snapshot``.
+
+        Args:
+            snapshot: The model's hyperparameter values, flattened into one tensor.
+
+        Returns:
+            ``True`` when the cached mode and factors can be used as they are.
+        """
+        old = self.snapshot
+        return (
+            self.result is not None
+            and not self.loose
+            and old is not None
+            and old.shape == snapshot.shape
+            and old.device == snapshot.device
+            and torch.equal(old, snapshot)
+        )
+
+    def find(
+        self, K: Tensor, train_X: Tensor, snapshot: Tensor, tol: float | None = None
+    ) -> ModeResult:
+        """Find the mode at prior covariance ``K`` (no autograd), warm-started, and cache it.
+
+        Args:
+            K: ``B x n x n`` flat-batch prior covariance of the transformed designs (detached).
+            train_X: ``batch_shape x n x d`` transformed designs (detached).
+            snapshot: The hyperparameter values ``K`` was computed at.
+            tol: Newton tolerance for this search (default: :attr:`tol`); a looser one marks
+                the mode to be polished on the next :meth:`is_current` check.
+
+        Returns:
+            The mode.
+        """
+        tol = tol if tol is not None else self.tol
+        d0 = self.result.d if self.result is not None else None
+        mode = self.engine.find_mode(
+            K, self._start(), d0=d0, form=self.form, tol=tol, max_iter=self.max_iter
+        )
+        if not bool(mode.converged.all()):
+            warnings.warn(
+                f"Newton did not converge in {self.max_iter} iterations; the mode may be "
+                "inaccurate (consider float64 or different hyperparameters).",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        self.result, self.K, self.train_X, self.snapshot = mode, K, train_X, snapshot
+        self._factors = None  # factored lazily, on the first posterior call
+        self.warm = None
+        self.loose = tol is not None and tol > default_tolerance(K.dtype)
+        return mode
+
+    def _start(self) -> Tensor | None:
+        """Starting coefficients: the last mode's (same data), else the carried-over ones."""
+        if self.result is not None:
+            return self.result.beta
+        if self.warm is None:
+            return None
+        return self.engine.warm_beta(self.warm)
+
+    def factors(self) -> LaplaceFactors:
+        """The posterior factors at the cached mode (formed on first use, then cached).
+
+        Returns:
+            The factors of the flat batch.
+        """
+        if self.result is None:
+            raise RuntimeError("The mode has not been found yet.")
+        if self._factors is None:
+            self._factors = self.engine.laplace_factors(self.K, self.result)
+        return self._factors
+
+    def warm_start(self, n: int) -> WarmStart | None:
+        """What a mode search for ``n`` designs (these first) can start from, or ``None``.
+
+        Args:
+            n: The number of designs of the next data set.
+
+        Returns:
+            The warm start from the cached mode (``None`` before any mode was found).
+        """
+        if self.result is None:
+            return None
+        return self.engine.warm_start(self.result, n)
