@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from botorch.acquisition import (
@@ -44,7 +45,7 @@ from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
-from botorch_pref.mlls import LaplaceEvidence
+from botorch_pref.models.evidence import LaplaceEvidence
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
 __all__ = [
@@ -211,88 +212,164 @@ def run_bope(
     Returns:
         A :class:`BOPEResult`.
     """
+    _check_options(n_initial, n_initial_pairs, n_pe, experiment_acqfs)
+    torch.manual_seed(seed)
+    maximize = partial(
+        optimize_acqf,
+        bounds=torch.stack([torch.zeros(dim), torch.ones(dim)]).double(),
+        num_restarts=num_restarts,
+        raw_samples=raw_samples,
+        options={"maxiter": acqf_maxiter},
+    )
+    X, Y = initial_designs(problem, dim, n_initial, seed)
+    t0 = time.perf_counter()
+    if outcome_model is None:
+        outcome_model = fit_outcome_model(X, Y)
+    pe = _explore_preferences(
+        outcome_model, utility, model_cls, dim, n_initial_pairs, n_pe, maximize
+    )
+    t1 = time.perf_counter()
+    run = _experiment(
+        problem,
+        utility,
+        _Experiments(X, Y, outcome_model, [float(utility(Y).max())]),
+        pe.pref_model,
+        experiment_acqfs,
+        maximize,
+        mc_samples=mc_samples,
+        pref_samples=pref_samples,
+    )
+    t2 = time.perf_counter()
+    return _result(utility, pe, run, {"pe": t1 - t0, "experiment": t2 - t1})
+
+
+def _check_options(
+    n_initial: int, n_initial_pairs: int, n_pe: int, experiment_acqfs: tuple[str, ...]
+) -> None:
+    """Reject the run sizes and experimentation acquisitions :func:`run_bope` cannot use."""
     if n_initial < 2 or n_initial_pairs < 1 or n_pe < 0:
         raise ValueError("run_bope needs n_initial >= 2, n_initial_pairs >= 1 and n_pe >= 0.")
     unknown = set(experiment_acqfs) - set(EXPERIMENT_ACQFS)
     if unknown:
         raise ValueError(f"experiment_acqfs must be among {sorted(EXPERIMENT_ACQFS)}: {unknown}.")
-    torch.manual_seed(seed)
-    bounds = torch.stack([torch.zeros(dim), torch.ones(dim)]).double()
-    X, Y = initial_designs(problem, dim, n_initial, seed)
-    result_best = [float(utility(Y).max())]
 
-    options = {"maxiter": acqf_maxiter}
-    t0 = time.perf_counter()
-    if outcome_model is None:
-        outcome_model = fit_outcome_model(X, Y)
-    # initial comparisons: predicted outcomes at random designs, compared in pairs
+
+@dataclass
+class _Exploration:
+    """The preference-exploration stage's answers and model."""
+
+    Y: Tensor  # p x k outcome vectors shown to the decision maker
+    comparisons: Tensor  # c x 2 answers indexing Y
+    pref_model: Model
+    utility: list[float] = field(default_factory=list)  # of the top-ranked Y, per PE iteration
+
+    def add(self, Y_pair: Tensor, answer: Tensor, model_cls: type[Model]) -> None:
+        """Record one answered pair and refit the preference model."""
+        self.comparisons = torch.cat([self.comparisons, answer])
+        self.Y = torch.cat([self.Y, Y_pair])
+        self.pref_model = fit_preference_model(self.Y, self.comparisons, model_cls)
+
+
+def _explore_preferences(
+    outcome_model: Model,
+    utility: Callable[[Tensor], Tensor],
+    model_cls: type[Model],
+    dim: int,
+    n_initial_pairs: int,
+    n_pe: int,
+    maximize: Callable[..., tuple[Tensor, Tensor]],
+) -> _Exploration:
+    """Preference exploration: initial pairs at random designs, then ``n_pe`` EUBO pairs.
+
+    The initial pairs compare the outcome model's predicted outcomes at random designs; each EUBO
+    pair is chosen against one posterior draw of the outcome model.
+    """
     X_pairs = torch.rand(2 * n_initial_pairs, dim, dtype=torch.float64)
     with torch.no_grad():
-        pe_Y = outcome_model.posterior(X_pairs).mean
+        Y = outcome_model.posterior(X_pairs).mean
     comparisons = torch.cat(
-        [_answer(utility, pe_Y[2 * i : 2 * i + 2], 2 * i) for i in range(n_initial_pairs)]
+        [_answer(utility, Y[2 * i : 2 * i + 2], 2 * i) for i in range(n_initial_pairs)]
     )
-    pref_model = fit_preference_model(pe_Y, comparisons, model_cls)
-    pe_utility: list[float] = []
+    pe = _Exploration(Y, comparisons, fit_preference_model(Y, comparisons, model_cls))
     for _ in range(n_pe):
         draw = FixedSingleSampleModel(model=outcome_model)
-        acqf = AnalyticExpectedUtilityOfBestOption(pref_model=pref_model, outcome_model=draw)
-        cand_X, _ = optimize_acqf(
-            acqf,
-            bounds=bounds,
-            q=2,
-            num_restarts=num_restarts,
-            raw_samples=raw_samples,
-            options=options,
-        )
+        acqf = AnalyticExpectedUtilityOfBestOption(pref_model=pe.pref_model, outcome_model=draw)
+        cand_X, _ = maximize(acqf, q=2)
         with torch.no_grad():
             cand_Y = draw(cand_X)
-        comparisons = torch.cat([comparisons, _answer(utility, cand_Y, pe_Y.shape[0])])
-        pe_Y = torch.cat([pe_Y, cand_Y])
-        pref_model = fit_preference_model(pe_Y, comparisons, model_cls)
+        pe.add(cand_Y, _answer(utility, cand_Y, pe.Y.shape[0]), model_cls)
         with torch.no_grad():
-            ranked = pref_model.posterior(pe_Y).mean.squeeze(-1)
-        pe_utility.append(float(utility(pe_Y[ranked.argmax()])))
-    t1 = time.perf_counter()
+            ranked = pe.pref_model.posterior(pe.Y).mean.squeeze(-1)
+        pe.utility.append(float(utility(pe.Y[ranked.argmax()])))
+    return pe
 
+
+@dataclass
+class _Experiments:
+    """The designs run, their outcomes, the last outcome model and the best utility so far."""
+
+    X: Tensor
+    Y: Tensor
+    outcome_model: Model
+    best_utility: list[float]
+
+
+def _experiment(
+    problem: Callable[[Tensor], Tensor],
+    utility: Callable[[Tensor], Tensor],
+    run: _Experiments,
+    pref_model: Model,
+    experiment_acqfs: tuple[str, ...],
+    maximize: Callable[..., tuple[Tensor, Tensor]],
+    *,
+    mc_samples: int,
+    pref_samples: int,
+) -> _Experiments:
+    """Experimentation: one design per entry of ``experiment_acqfs``, refitting in between.
+
+    Each acquisition maximises the learned objective (``pref_samples`` preference samples per
+    outcome sample, ``mc_samples`` outcome samples), with samplers drawn afresh each time.
+    """
     for i, name in enumerate(experiment_acqfs):
         acqf = EXPERIMENT_ACQFS[name](
-            model=outcome_model,
+            model=run.outcome_model,
             objective=LearnedObjective(
                 pref_model=pref_model, sample_shape=torch.Size([pref_samples])
             ),
-            X_baseline=X,
+            X_baseline=run.X,
             sampler=SobolQMCNormalSampler(sample_shape=torch.Size([mc_samples])),
             prune_baseline=True,
             cache_root=False,
         )
-        cand_X, _ = optimize_acqf(
-            acqf,
-            bounds=bounds,
-            q=1,
-            num_restarts=num_restarts,
-            raw_samples=raw_samples,
-            options=options,
-        )
-        X = torch.cat([X, cand_X])
-        Y = torch.cat([Y, problem(cand_X)])
-        result_best.append(float(utility(Y).max()))
+        cand_X, _ = maximize(acqf, q=1)
+        run.X = torch.cat([run.X, cand_X])
+        run.Y = torch.cat([run.Y, problem(cand_X)])
+        run.best_utility.append(float(utility(run.Y).max()))
         if i + 1 < len(experiment_acqfs):
-            outcome_model = fit_outcome_model(X, Y)
-    t2 = time.perf_counter()
+            run.outcome_model = fit_outcome_model(run.X, run.Y)
+    return run
+
+
+def _result(
+    utility: Callable[[Tensor], Tensor],
+    pe: _Exploration,
+    run: _Experiments,
+    seconds: dict[str, float],
+) -> BOPEResult:
+    """The run's record, with the recommendation: among the designs run, the one whose predicted
+    outcome vector (outcome-model mean) the preference model ranks highest."""
     with torch.no_grad():
-        predicted = outcome_model.posterior(X).mean
-        score = pref_model.posterior(predicted).mean.squeeze(-1)
-    recommended = float(utility(Y[score.argmax()]))
+        predicted = run.outcome_model.posterior(run.X).mean
+        score = pe.pref_model.posterior(predicted).mean.squeeze(-1)
     return BOPEResult(
-        X=X,
-        Y=Y,
-        pe_Y=pe_Y,
-        comparisons=comparisons,
-        pref_model=pref_model,
-        outcome_model=outcome_model,
-        best_utility=result_best,
-        recommended_utility=recommended,
-        pe_utility=pe_utility,
-        seconds={"pe": t1 - t0, "experiment": t2 - t1},
+        X=run.X,
+        Y=run.Y,
+        pe_Y=pe.Y,
+        comparisons=pe.comparisons,
+        pref_model=pe.pref_model,
+        outcome_model=run.outcome_model,
+        best_utility=run.best_utility,
+        recommended_utility=float(utility(run.Y[score.argmax()])),
+        pe_utility=pe.utility,
+        seconds=seconds,
     )
