@@ -14,6 +14,9 @@ Examples::
 ``run`` is the interactive loop of :mod:`botorch_pref.sessions.terminal`. Every error a person
 can cause (a bad name, a damaged file, an unwritable export path) ends the command with a
 one-line message on standard error and exit status 2; nothing is written to the database then.
+
+Each sub-command is one function ``cmd_<name>`` of the parsed arguments (and, for those taking
+``DB NAME``, of the open session) that prints its report and returns the exit status.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from botorch_pref.runtime import add_command
 from botorch_pref.sessions.errors import one_line
 from botorch_pref.sessions.terminal import (
     Command,
@@ -58,7 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     Args:
         subparsers: The sub-parsers object of the ``botorch-pref`` parser.
     """
-    session = subparsers.add_parser(
+    session = add_command(
+        subparsers,
         "session",
         help="run preference sessions with people (stored in SQLite)",
         description="Create, run, inspect and export preferential-BO sessions with people. "
@@ -67,10 +72,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = session.add_subparsers(dest="session_command", metavar="SUBCOMMAND")
     sub.required = True
     _add_create(sub)
-    run = _add(sub, "run", cmd_run, "answer queries in the terminal")
-    run.description = (
-        "Show queries one by one and record the answers. Keys: a/b (or 1..q) pick, s skip, "
-        "t no preference, u undo, q quit, ? help."
+    run = _add(
+        sub,
+        "run",
+        _with_session(cmd_run),
+        "answer queries in the terminal",
+        description="Show queries one by one and record the answers. Keys: a/b (or 1..q) "
+        "pick, s skip, t no preference, u undo, q quit, ? help.",
     )
     run.add_argument(
         "--renderer",
@@ -78,26 +86,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="function(query) -> str printed under each query (module or file.py path)",
     )
     run.add_argument("--max-answers", type=_positive_int, help="stop after this many")
-    _add(sub, "status", cmd_status, "show a session's progress, pending query and best")
-    ex = _add(sub, "export", cmd_export, "export a session to CSV or JSON")
+    status_help = "show a session's progress, pending query and best"
+    _add(sub, "status", _with_session(cmd_status), status_help)
+    ex = _add(sub, "export", _with_session(cmd_export), "export a session to CSV or JSON")
     ex.add_argument("-o", "--output", help="output file (default: standard output)")
     ex.add_argument("--format", choices=("csv", "json"), help="default: from the suffix, else json")
-    im = _add(sub, "import", cmd_import, "import comparisons collected elsewhere (CSV or JSON)")
+    import_help = "import comparisons collected elsewhere (CSV or JSON)"
+    im = _add(sub, "import", _with_session(cmd_import), import_help)
     im.add_argument("file", help="a session export or a file of comparisons")
     im.add_argument("--format", choices=("csv", "json"), help="default: from the suffix")
-    ls = sub.add_parser("list", help="list the sessions in a database")
-    ls.add_argument("db", help="session database file")
-    ls.set_defaults(func=_guarded(cmd_list))
+    _add(sub, "list", cmd_list, "list the sessions in a database", positionals=("db",))
+
+
+#: The help of the positional arguments the sub-commands share.
+_POSITIONALS = {"db": "session database file", "name": "session name"}
 
 
 def _add(
-    sub: argparse._SubParsersAction, name: str, func: Callable[..., int], help: str
+    sub: argparse._SubParsersAction,
+    name: str,
+    func: Callable[[argparse.Namespace], int],
+    help: str,
+    *,
+    positionals: tuple[str, ...] = ("db", "name"),
+    description: str | None = None,
 ) -> argparse.ArgumentParser:
-    """A sub-command taking ``DB NAME`` whose function gets the open session."""
-    parser = sub.add_parser(name, help=help)
-    parser.add_argument("db", help="session database file")
-    parser.add_argument("name", help="session name")
-    parser.set_defaults(func=_guarded(_with_session(func)))
+    """A sub-command taking ``DB NAME`` (or the given ``positionals``) that runs ``func(args)``
+    with its ``OSError`` s turned into one-line messages (:func:`_guarded`)."""
+    parser = sub.add_parser(name, help=help, description=description)
+    for positional in positionals:
+        parser.add_argument(positional, help=_POSITIONALS[positional])
+    parser.set_defaults(func=_guarded(func))
     return parser
 
 
@@ -141,13 +160,13 @@ def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 def _add_create(sub: argparse._SubParsersAction) -> None:
     from botorch_pref.loop import STRATEGIES
 
-    cr = sub.add_parser(
+    cr = _add(
+        sub,
         "create",
-        help="create a session",
+        cmd_create,
+        "create a session",
         description="Create a named session (and the database file if needed).",
     )
-    cr.add_argument("db", help="session database file")
-    cr.add_argument("name", help="session name")
     cr.add_argument(
         "--param",
         action="append",
@@ -172,7 +191,6 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="record 'no preference' answers without modelling them (default for q = 2: model)",
     )
-    cr.set_defaults(func=_guarded(cmd_create))
 
 
 # --------------------------------------------------------------------- commands
@@ -188,14 +206,7 @@ def _parse_param(spec: str) -> tuple[str, float, float]:
 
 
 def cmd_create(args: argparse.Namespace) -> int:
-    """``session create``.
-
-    Args:
-        args: Parsed arguments.
-
-    Returns:
-        Exit status.
-    """
+    """``session create``."""
     from botorch_pref.sessions.session import Session
 
     options: dict[str, Any] = {}
@@ -220,15 +231,7 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace, s: Any) -> int:
-    """``session run``: the interactive loop.
-
-    Args:
-        args: Parsed arguments.
-        s: The open session.
-
-    Returns:
-        Exit status.
-    """
+    """``session run``: the interactive loop."""
     renderer = load_renderer(args.renderer) if args.renderer else None
     try:
         return run_loop(s, renderer=renderer, max_answers=args.max_answers, db=args.db)
@@ -241,15 +244,7 @@ def cmd_run(args: argparse.Namespace, s: Any) -> int:
 
 
 def cmd_status(args: argparse.Namespace, s: Any) -> int:
-    """``session status`` (reads the database; builds no model).
-
-    Args:
-        args: Parsed arguments.
-        s: The open session.
-
-    Returns:
-        Exit status.
-    """
+    """``session status`` (reads the database; builds no model)."""
     p = s.progress()
     print(f"Session {s.name!r} in {args.db}")
     print(f"  parameters: {describe_params(s.parameters)}")
@@ -276,15 +271,7 @@ def cmd_status(args: argparse.Namespace, s: Any) -> int:
 
 
 def cmd_export(args: argparse.Namespace, s: Any) -> int:
-    """``session export`` (a file is replaced atomically).
-
-    Args:
-        args: Parsed arguments.
-        s: The open session.
-
-    Returns:
-        Exit status.
-    """
+    """``session export`` (a file is replaced atomically)."""
     fmt = args.format
     if fmt is None:
         suffix = Path(args.output).suffix.lower().lstrip(".") if args.output else ""
@@ -298,29 +285,14 @@ def cmd_export(args: argparse.Namespace, s: Any) -> int:
 
 
 def cmd_import(args: argparse.Namespace, s: Any) -> int:
-    """``session import``.
-
-    Args:
-        args: Parsed arguments.
-        s: The open session.
-
-    Returns:
-        Exit status.
-    """
+    """``session import``."""
     n = s.import_comparisons(args.file, args.format)
     print(f"Imported {n} comparisons into session {s.name!r}.")
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """``session list``.
-
-    Args:
-        args: Parsed arguments.
-
-    Returns:
-        Exit status.
-    """
+    """``session list``."""
     from botorch_pref.sessions.session import Session
 
     summaries = Session.list(args.db)

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -63,6 +65,11 @@ __all__ = ["ASK_ATTEMPTS", "Session"]
 #: How many times :meth:`Session.ask` generates a query with no lock held before it generates
 #: one under the write lock (when another process keeps answering the same session meanwhile).
 ASK_ATTEMPTS = 3
+
+
+def _read_only(path: str, doc: str) -> property:
+    """A read-only property whose value is the session's dotted attribute ``path``."""
+    return property(attrgetter(path), doc=doc)
 
 
 class Session(Closing):
@@ -189,65 +196,27 @@ class Session(Closing):
         self._store.close()
 
     # ------------------------------------------------------------- properties
-    @property
-    def name(self) -> str:
-        """The session's name."""
-        return self._row.name
-
-    @property
-    def path(self) -> Path:
-        """The database file."""
-        return self._store.path
+    name = _read_only("_row.name", "The session's name (``str``).")
+    path = _read_only("_store.path", "The database file (a ``Path``).")
+    names = _read_only("_row.names", "The parameter names (a tuple of ``str``).")
+    bounds = _read_only("_model.bounds", "``[[lows...], [highs...]]`` in the user's units.")
+    strategy = _read_only("_row.strategy", "The optimiser's strategy (``str``).")
+    q = _read_only("_row.q", "Options per asked query (``int``).")
+    seed = _read_only("_row.seed", "The optimiser's seed (``int``).")
+    budget = _read_only("_row.budget", "The planned number of answers, or ``None``.")
+    settings = _read_only(
+        "_model.settings",
+        "Every ``PreferenceOptimizer`` argument the session uses (besides ``bounds``), a dict.",
+    )
+    package_version = _read_only(
+        "_row.package_version", "The version of botorch-pref that created the session."
+    )
+    store = _read_only("_store", "The underlying :class:`~botorch_pref.sessions.store.Store`.")
 
     @property
     def parameters(self) -> list[tuple[str, float, float]]:
         """``(name, low, high)`` triples in the user's units."""
         return list(self._row.parameters)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The parameter names."""
-        return self._row.names
-
-    @property
-    def bounds(self) -> list[list[float]]:
-        """``[[lows...], [highs...]]`` in the user's units."""
-        return self._model.bounds
-
-    @property
-    def strategy(self) -> str:
-        """The optimiser's strategy."""
-        return self._row.strategy
-
-    @property
-    def q(self) -> int:
-        """Options per asked query."""
-        return self._row.q
-
-    @property
-    def seed(self) -> int:
-        """The optimiser's seed."""
-        return self._row.seed
-
-    @property
-    def budget(self) -> int | None:
-        """The planned number of answers, or ``None``."""
-        return self._row.budget
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        """Every ``PreferenceOptimizer`` argument the session uses (besides ``bounds``)."""
-        return self._model.settings
-
-    @property
-    def package_version(self) -> str:
-        """The version of botorch-pref that created the session."""
-        return self._row.package_version
-
-    @property
-    def store(self) -> Store:
-        """The underlying :class:`~botorch_pref.sessions.store.Store`."""
-        return self._store
 
     def state(self) -> SessionState:
         """Everything stored about the session, read in one transaction.
@@ -411,7 +380,7 @@ class Session(Closing):
         return export.session_to_dict(self._row, state or self.state(), SCHEMA_VERSION)
 
     def export_json(self, out: str | os.PathLike[str] | TextIO) -> int:
-        """Write the JSON export (to a path: atomically).
+        """Write the JSON export, :meth:`to_dict` of one snapshot (to a path: atomically).
 
         Args:
             out: A path or a text stream.
@@ -419,22 +388,26 @@ class Session(Closing):
         Returns:
             The number of answers written.
         """
-        state = self.state()
-        data = self.to_dict(state)
-        _write(out, lambda f: export.write_json(data, f))
-        return len(state.answers)
+        return self._export(out, "json")
 
     def export_csv(self, out: str | os.PathLike[str] | TextIO) -> int:
-        """Write the CSV export, one row per option of every answer (to a path: atomically).
+        """Write the CSV export, one row per option of every answer; otherwise as
+        :meth:`export_json` (to a path: atomically; returns the number of answers written)."""
+        return self._export(out, "csv")
 
-        Args:
-            out: A path or a text stream.
-
-        Returns:
-            The number of answers written.
-        """
+    def _export(self, out: str | os.PathLike[str] | TextIO, fmt: str) -> int:
+        """Write one snapshot as ``fmt`` to a path (atomically) or a text stream."""
         state = self.state()
-        _write(out, lambda f: export.write_csv(self._row, state, f))
+        if fmt == "json":
+            write = partial(export.write_json, self.to_dict(state))
+        else:
+            write = partial(export.write_csv, self._row, state)
+        if isinstance(out, (str, os.PathLike)):
+            export.write_atomic(out, write)
+        elif hasattr(out, "write"):
+            write(out)
+        else:
+            raise SessionError(f"Cannot write to {out!r}.")
         return len(state.answers)
 
     def export(self, out: str | os.PathLike[str], fmt: str | None = None) -> int:
@@ -483,13 +456,3 @@ class Session(Closing):
         else:
             records = exchange.parse_comparisons(list(source), self.parameters)
         return len(self._store.import_comparisons(self._row, records))
-
-
-def _write(out: str | os.PathLike[str] | TextIO, write: Any) -> None:
-    """Write to a path (atomically) or to a text stream."""
-    if isinstance(out, (str, os.PathLike)):
-        export.write_atomic(out, write)
-    elif hasattr(out, "write"):
-        write(out)
-    else:
-        raise SessionError(f"Cannot write to {out!r}.")
