@@ -64,21 +64,26 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import statistics
-import time
 import warnings
-from collections.abc import Callable
 from typing import Any
 
-import botorch
-import gpytorch
 import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import PairwiseGP
 from botorch.models.pairwise_gp import PairwiseLaplaceMarginalLogLikelihood
+from model_report import (
+    cell,
+    clock,
+    environment_lines,
+    failed,
+    failure_reason,
+    summarise,
+    table,
+    time_cell,
+    timed_warm,
+)
 from scipy.stats import kendalltau
 
 from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP
@@ -147,41 +152,6 @@ def make_data(
     }
 
 
-# ------------------------------------------------------------------------- timing
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _clock(fn: Callable[[], Any], device: torch.device) -> tuple[float, Any]:
-    """Seconds taken by one call of ``fn`` (device synchronised), and its result."""
-    _sync(device)
-    t0 = time.perf_counter()
-    out = fn()
-    _sync(device)
-    return time.perf_counter() - t0, out
-
-
-def _timed_warm(fn: Callable[[], Any], device: torch.device, max_calls: int = 5) -> float:
-    """One warm-up call, then the median of up to ``max_calls`` timed calls (fewer if slow)."""
-    fn()
-    times: list[float] = []
-    total = 0.0
-    while len(times) < max_calls and (not times or total < 1.0):
-        t, _ = _clock(fn, device)
-        times.append(t)
-        total += t
-    return statistics.median(times)
-
-
-def _reason(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    text = f"{type(err).__name__}: {text}"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 # ------------------------------------------------------------------------- models
 
 
@@ -226,10 +196,10 @@ def run_model(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            t, model = _clock(lambda: _build(kind, X, C), device)
+            t, model = clock(lambda: _build(kind, X, C), device)
             res["construct"] = t
         except Exception as err:
-            reason = _reason(err)
+            reason = failure_reason(err)
             for key, _ in TIMED_STAGES + QUALITY_STAGES:
                 res[key] = ("failed", reason)
             return res, _messages(caught)
@@ -237,9 +207,9 @@ def run_model(
         mll = _mll(kind, model)
         torch.manual_seed(seed)  # fit_gpytorch_mll's retries draw from the priors
         try:
-            res["fit"], _ = _clock(lambda: fit_gpytorch_mll(mll), device)
+            res["fit"], _ = clock(lambda: fit_gpytorch_mll(mll), device)
         except Exception as err:
-            res["fit"] = ("failed", _reason(err))
+            res["fit"] = ("failed", failure_reason(err))
         model.eval()
 
         def post_1() -> None:
@@ -257,18 +227,18 @@ def run_model(
 
         for key, fn in (("post_1", post_1), ("post_2", post_2), ("eubo", eubo)):
             try:
-                res[key] = _timed_warm(fn, device)
+                res[key] = timed_warm(fn, device)
             except Exception as err:
-                res[key] = ("failed", _reason(err))
+                res[key] = ("failed", failure_reason(err))
         try:
             mean = _posterior_mean(model, data["X_test"]).cpu().double().numpy()
             res["tau"] = float(kendalltau(mean, data["f_test"]).statistic)
         except Exception as err:
-            res["tau"] = ("failed", _reason(err))
+            res["tau"] = ("failed", failure_reason(err))
         try:
             res["evidence"] = _evidence(kind, mll)
         except Exception as err:
-            res["evidence"] = ("failed", _reason(err))
+            res["evidence"] = ("failed", failure_reason(err))
     return res, _messages(caught)
 
 
@@ -284,94 +254,12 @@ def process_warmup(device: torch.device, dtype: torch.dtype) -> None:
         run_model(kind, data, seed=0, device=device)
 
 
-# ------------------------------------------------------------------------ summary
-
-
-def _failed(v: Any) -> bool:
-    return isinstance(v, tuple)
-
-
-def summarise(values: list[Any]) -> dict[str, Any]:
-    """Median of the successful values, the number of failures and the first failure reason."""
-    ok = [v for v in values if not _failed(v)]
-    bad = [v[1] for v in values if _failed(v)]
-    return {
-        "median": statistics.median(ok) if ok else None,
-        "n_ok": len(ok),
-        "n_failed": len(bad),
-        "reason": bad[0] if bad else None,
-    }
-
-
-def _cell(s: dict[str, Any] | None, fmt: str) -> str:
-    if s is None:
-        return "skipped"
-    if s["median"] is None:
-        return f"failed: {s['reason']}"
-    text = format(s["median"], fmt)
-    if s["n_failed"]:
-        text += f" ({s['n_failed']} failed: {s['reason']})"
-    return text
-
-
-def _time_fmt(x: float) -> str:
-    return f"{x:.4f}" if x < 0.1 else f"{x:.3f}" if x < 10 else f"{x:.1f}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    right = [False] * len(header)
-    for i in range(len(header)):
-        right[i] = all(_numeric(r[i]) for r in rows)
-
-    def line(cells: list[str]) -> str:
-        out = [
-            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True)
-        ]
-        return "| " + " | ".join(out) + " |"
-
-    sep = (
-        "|"
-        + "|".join(
-            ("-" * (w + 1) + ":") if r else ("-" * (w + 2))
-            for w, r in zip(widths, right, strict=True)
-        )
-        + "|"
-    )
-    return "\n".join([line(header), sep, *(line(r) for r in rows)])
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return text in ("-", "skipped")
-    return True
-
-
 def header_lines(args: argparse.Namespace, device: torch.device) -> list[str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for ln in fh:
-                if ln.startswith("model name"):
-                    cpu = ln.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    lines = [
-        f"- torch {torch.__version__}, botorch {botorch.__version__}, gpytorch "
-        f"{gpytorch.__version__}, python {platform.python_version()}",
-        f"- machine: {platform.system()} {platform.machine()}, {cpu}, "
-        f"{os.cpu_count()} logical CPUs",
-        f"- torch threads: {torch.get_num_threads()} intra-op, {torch.get_num_interop_threads()} "
-        f"inter-op; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}",
-        f"- dtype {args.dtype}, device {device}"
-        + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
+    return [
+        *environment_lines(args.dtype, device),
         f"- median over {args.repeats} seed(s); answers: probit noise sigma={NOISE_SCALE} on the "
         "utility standardised over the n designs",
     ]
-    return lines
 
 
 # --------------------------------------------------------------------------- runs
@@ -410,7 +298,7 @@ def run_speed(args: argparse.Namespace, device: torch.device, dtype: torch.dtype
                     "summary": summary,
                     "raw": {
                         k: [
-                            {kk: (list(vv) if _failed(vv) else vv) for kk, vv in r.items()}
+                            {kk: (list(vv) if failed(vv) else vv) for kk, vv in r.items()}
                             for r in v
                         ]
                         for k, v in per_kind.items()
@@ -421,18 +309,18 @@ def run_speed(args: argparse.Namespace, device: torch.device, dtype: torch.dtype
                 a = summary.get("PairwiseGP", {}).get(key)
                 o = summary["PairwiseLaplaceGP"][key]
                 if key in dict(TIMED_STAGES):
-                    a_txt, o_txt = _cell_t(a), _cell_t(o)
+                    a_txt, o_txt = time_cell(a), time_cell(o)
                     if a and o and a["median"] is not None and o["median"] and o["median"] > 0:
                         ratio = f"{a['median'] / o['median']:.2f}"
                     else:
                         ratio = "-"
                 else:
                     fmt = ".3f" if key == "tau" else ".2f"
-                    a_txt, o_txt, ratio = _cell(a, fmt), _cell(o, fmt), "-"
+                    a_txt, o_txt, ratio = cell(a, fmt), cell(o, fmt), "-"
                 rows.append([str(n), str(m), label, a_txt, o_txt, ratio])
             print(f"  done {problem} n={n} m={m}", flush=True)
         print(f"\n### {problem} (d={d})\n")
-        print(_table(["n", "m", "stage", "PairwiseGP", "PairwiseLaplaceGP", "anchor/ours"], rows))
+        print(table(["n", "m", "stage", "PairwiseGP", "PairwiseLaplaceGP", "anchor/ours"], rows))
         for kind in MODELS:
             if warn_notes[kind]:
                 print(f"\nWarnings from {kind} ({problem}):")
@@ -440,17 +328,6 @@ def run_speed(args: argparse.Namespace, device: torch.device, dtype: torch.dtype
                     print(f"  - {w}")
         print(flush=True)
     return results
-
-
-def _cell_t(s: dict[str, Any] | None) -> str:
-    if s is None:
-        return "skipped"
-    if s["median"] is None:
-        return f"failed: {s['reason']}"
-    text = _time_fmt(s["median"])
-    if s["n_failed"]:
-        text += f" ({s['n_failed']} failed: {s['reason']})"
-    return text
 
 
 def _skip_anchor(args: argparse.Namespace, n: int) -> bool:
@@ -468,7 +345,7 @@ def _fit_with_prior(
     torch.manual_seed(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t, _ = _clock(lambda: fit_gpytorch_mll(mll), device)
+        t, _ = clock(lambda: fit_gpytorch_mll(mll), device)
     model.eval()
     mean = _posterior_mean(model, data["X_test"]).cpu().double().numpy()
     tau = float(kendalltau(mean, data["f_test"]).statistic)
@@ -497,8 +374,8 @@ def run_priors(args: argparse.Namespace, device: torch.device, dtype: torch.dtyp
                         ls_on.append(float(ls[active].median()))
                         ls_off.append(float(ls[inactive].median()) if inactive else math.nan)
                     except Exception as err:
-                        taus.append(("failed", _reason(err)))
-                        fits.append(("failed", _reason(err)))
+                        taus.append(("failed", failure_reason(err)))
+                        fits.append(("failed", failure_reason(err)))
                 s_tau, s_fit = summarise(taus), summarise(fits)
                 on = statistics.median(ls_on) if ls_on else math.nan
                 off = statistics.median(ls_off) if ls_off else math.nan
@@ -508,8 +385,8 @@ def run_priors(args: argparse.Namespace, device: torch.device, dtype: torch.dtyp
                         str(n),
                         str(m),
                         prior,
-                        _cell(s_tau, ".3f"),
-                        _cell_t(s_fit),
+                        cell(s_tau, ".3f"),
+                        time_cell(s_fit),
                         f"{on:.3g}",
                         "-" if math.isnan(off) else f"{off:.3g}",
                     ]
@@ -530,7 +407,7 @@ def run_priors(args: argparse.Namespace, device: torch.device, dtype: torch.dtyp
                 print(f"  done {problem} n={n} m={m} {prior}", flush=True)
     print("\n### PairwiseLaplaceGP lengthscale priors\n")
     print(
-        _table(
+        table(
             [
                 "problem",
                 "n",
