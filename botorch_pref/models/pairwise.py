@@ -91,7 +91,7 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
     Prior :math:`g \sim GP(0, k)`; an answer ``(v, u)`` ("v beat u") has probability
     :math:`F((g(x_v) - g(x_u)) / s)` (:mod:`botorch_pref.likelihoods`); the posterior is the
     Laplace approximation at the mode (module docstring). Predictions (``posterior``,
-    ``forward``, :meth:`~LaplacePosteriorMixin.preference_probability`) are those of
+    ``forward``, ``preference_probability``) are those of
     :class:`~botorch_pref.models.posterior.LaplacePosteriorMixin`.
 
     Example:
