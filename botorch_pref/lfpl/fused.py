@@ -210,7 +210,7 @@ def choice_step(
     alternating: bool = True,
     reduce_v: Callable[[Tensor], None] | None = None,
 ) -> Tensor:
-    """One AdaGrad step on a batch of choice examples (the gradients of the module docstring).
+    r"""One AdaGrad step on a batch of choice examples (the gradients of the module docstring).
 
     The observed and the unobserved items of an example are handled as one ``(1 + L)`` row of
     item ids: one gather of their factors, one batched product for the scores, the user
