@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from botorch_pref.lfpl.rankings import TensorRecords
 from botorch_pref.lfpl.training import _check_int
 
 __all__ = ["ImplicitFeedback", "LeaveOneOutSplit", "leave_one_out"]
@@ -43,7 +44,7 @@ def _as_id_tensor(ids: object, name: str) -> Tensor:
     return ids
 
 
-class ImplicitFeedback:
+class ImplicitFeedback(TensorRecords):
     """Observed (user, item) interactions, deduplicated and sorted by user then item.
 
     Attributes:
@@ -127,19 +128,11 @@ class ImplicitFeedback:
         self._saturated_user = int(saturated[0, 0]) if saturated.numel() > 0 else None
 
     # ------------------------------------------------------------------ basics
-    def __len__(self) -> int:
-        return int(self.keys.shape[0])
+    def _anchor(self) -> Tensor:
+        return self.keys
 
-    def __repr__(self) -> str:
-        return (
-            f"ImplicitFeedback(n_interactions={len(self)}, n_users={self.n_users}, "
-            f"n_items={self.n_items}, device={self.device})"
-        )
-
-    @property
-    def device(self) -> torch.device:
-        """The device of the tensors."""
-        return self.keys.device
+    def _summary(self) -> dict[str, object]:
+        return {"n_interactions": len(self), "n_users": self.n_users, "n_items": self.n_items}
 
     @property
     def pairs(self) -> Tensor:

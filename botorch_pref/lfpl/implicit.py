@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -153,18 +154,15 @@ def fit_implicit(
     data = data.to(device) if data.device != device else data
     generator = torch.Generator(device=device).manual_seed(seed)
     val_loss = _validation_loss(model, data, validation, seed) if validation is not None else None
+    settings = _Settings(
+        epochs, batch_size, n_negatives, n_candidates, lr, lr_schedule, reg, method, patience,
+        min_delta, sparse, progress,
+    )  # fmt: skip
     with lfpl_threads(threads, device) as n_threads:
         if optimizer == "adam":
-            result = _fit_autograd(
-                model, data, generator, val_loss, epochs, batch_size, n_negatives, lr, reg,
-                method, patience, min_delta, sparse, progress,
-            )  # fmt: skip
+            result = _fit_autograd(model, data, generator, val_loss, settings)
         else:
-            result = _fit_fused(
-                model, data, generator, val_loss, epochs, batch_size, n_negatives, n_candidates,
-                0.1 if lr is None else lr, lr_schedule, reg, method == "alternating", patience,
-                min_delta, progress, process_group,
-            )  # fmt: skip
+            result = _fit_fused(model, data, generator, val_loss, settings, process_group)
     result.threads = n_threads
     model.seen_rows[data.users] = True
     model.seen_cols[data.items] = True
@@ -261,22 +259,30 @@ def _learning_rates(lr: float, schedule: str, total_steps: int) -> Iterator[floa
     return (lr * (1.0 - step / total_steps) for step in range(total_steps))
 
 
+@dataclass
+class _Settings:
+    """The checked settings of one :func:`fit_implicit` call (see its arguments)."""
+
+    epochs: int
+    batch_size: int
+    n_negatives: int
+    n_candidates: int
+    lr: float | None
+    lr_schedule: str
+    reg: float
+    method: str
+    patience: int
+    min_delta: float
+    sparse: bool
+    progress: bool
+
+
 def _fit_fused(
     model: LFPL,
     data: ImplicitFeedback,
     generator: torch.Generator,
     val_loss: Callable[[], float] | None,
-    epochs: int,
-    batch_size: int,
-    n_negatives: int,
-    n_candidates: int,
-    lr: float,
-    lr_schedule: str,
-    reg: float,
-    alternating: bool,
-    patience: int,
-    min_delta: float,
-    progress: bool,
+    s: _Settings,
     process_group: Any,
 ) -> FitResult:
     from botorch_pref.lfpl.distributed import GroupSync
@@ -285,20 +291,22 @@ def _fit_fused(
     n_local = len(data)
     # Every process takes the same number of steps per epoch (collectives must match).
     n_max = sync.max_int(n_local) if sync is not None else n_local
-    n_steps = max(1, -(-n_max // batch_size))
-    rates = _learning_rates(lr, lr_schedule, n_steps * epochs)
+    n_steps = max(1, -(-n_max // s.batch_size))
+    lr = 0.1 if s.lr is None else s.lr
+    rates = _learning_rates(lr, s.lr_schedule, n_steps * s.epochs)
     opt_u, opt_v = RowAdagrad(model.U.data), RowAdagrad(model.V.data)
     reduce_v = sync.sum_ if sync is not None else None
-    show = progress and sys.stderr.isatty() and (sync is None or sync.rank == 0)
-    loop = _EpochLoop(model, epochs, val_loss, patience, min_delta, "fit_implicit", show)
+    show = s.progress and sys.stderr.isatty() and (sync is None or sync.rank == 0)
+    loop = _EpochLoop(model, s.epochs, val_loss, s.patience, s.min_delta, "fit_implicit", show)
+    alternating = s.method == "alternating"
     for epoch in loop:
         total = torch.zeros((), dtype=model.U.dtype, device=model.U.device)
-        for u, p, c in _epoch_batches(data, n_candidates, generator, n_steps):
+        for u, p, c in _epoch_batches(data, s.n_candidates, generator, n_steps):
             rate = next(rates)
-            if n_candidates > n_negatives:
-                c = hardest_negatives(opt_u.table, opt_v.table, u, c, n_negatives)
+            if s.n_candidates > s.n_negatives:
+                c = hardest_negatives(opt_u.table, opt_v.table, u, c, s.n_negatives)
             if u.shape[0] > 0:
-                total += choice_step(opt_u, opt_v, u, p, c, reg, rate, alternating, reduce_v)
+                total += choice_step(opt_u, opt_v, u, p, c, s.reg, rate, alternating, reduce_v)
             elif reduce_v is not None:
                 # A process with fewer interactions still joins the reduction.
                 reduce_v(opt_v.grad)
@@ -317,46 +325,37 @@ def _fit_autograd(
     data: ImplicitFeedback,
     generator: torch.Generator,
     val_loss: Callable[[], float] | None,
-    epochs: int,
-    batch_size: int,
-    n_negatives: int,
-    lr: float | None,
-    reg: float,
-    method: str,
-    patience: int,
-    min_delta: float,
-    sparse: bool,
-    progress: bool,
+    s: _Settings,
 ) -> FitResult:
-    n_steps = max(1, -(-len(data) // batch_size))
+    n_steps = max(1, -(-len(data) // s.batch_size))
 
     def batches(epoch: int) -> list[tuple[Tensor, Tensor, Tensor]]:
-        return _epoch_batches(data, n_negatives, generator, n_steps)
+        return _epoch_batches(data, s.n_negatives, generator, n_steps)
 
     def batch_loss(U: Tensor, V: Tensor, batch: tuple[Tensor, Tensor, Tensor]) -> Tensor:
         users, positives, negatives = batch
-        u = _gather(U, users, sparse)
-        v_pos, v_neg = _gather(V, positives, sparse), _gather(V, negatives, sparse)
+        u = _gather(U, users, s.sparse)
+        v_pos, v_neg = _gather(V, positives, s.sparse), _gather(V, negatives, s.sparse)
         scores = torch.cat(
             [(u * v_pos).sum(-1, keepdim=True), torch.bmm(v_neg, u.unsqueeze(-1)).squeeze(-1)],
             dim=-1,
         )
         nll = plackett_luce_nll(scores, top_k=1, validate=False)
         penalty = u.square().sum() + v_pos.square().sum() + v_neg.square().sum()
-        return (nll + 0.5 * reg * penalty) / users.shape[0]
+        return (nll + 0.5 * s.reg * penalty) / users.shape[0]
 
     return _train(
         model,
         batches,
         batch_loss,
         val_loss,
-        method=method,
+        method=s.method,
         optimizer="adam",
-        epochs=epochs,
-        lr=lr,
-        patience=patience,
-        min_delta=min_delta,
-        sparse=sparse,
-        progress=progress,
+        epochs=s.epochs,
+        lr=s.lr,
+        patience=s.patience,
+        min_delta=s.min_delta,
+        sparse=s.sparse,
+        progress=s.progress,
         desc="fit_implicit",
     )
