@@ -159,10 +159,11 @@ class ImplicitFeedback(TensorRecords):
         binary search in the sorted keys otherwise.
         """
         query = users * self.n_items + items
+        # index_select: an order of magnitude faster than advanced indexing on CPU.
         if self._bitmap is not None:
-            return self._bitmap[query]
+            return self._bitmap.index_select(0, query.reshape(-1)).view(query.shape)
         pos = torch.searchsorted(self.keys, query).clamp_max(len(self) - 1)
-        return self.keys[pos] == query
+        return self.keys.index_select(0, pos.reshape(-1)).view(query.shape) == query
 
     def exclusion_mask(self, users: Tensor) -> Tensor:
         """``(len(users), n_items)`` boolean mask of each user's observed items."""
@@ -203,19 +204,25 @@ class ImplicitFeedback(TensorRecords):
                 raise ValueError(
                     f"user {user} has interacted with every item: no negative item exists."
                 )
-        negatives = torch.randint(
-            self.n_items, users.shape, device=self.device, generator=generator
-        )
+        negatives = self._draw_items(users.shape, generator)
         bad = self.contains(users, negatives).nonzero().squeeze(-1)
         for _ in range(max_rounds):
             if bad.numel() == 0:
                 return negatives
-            redraw = torch.randint(self.n_items, bad.shape, device=self.device, generator=generator)
+            redraw = self._draw_items(bad.shape, generator)
             negatives[bad] = redraw
-            bad = bad[self.contains(users[bad], redraw)]
+            bad = bad[self.contains(users.index_select(0, bad), redraw)]
         if bad.numel() > 0:
-            negatives[bad] = self._sample_complement(users[bad], generator)
+            negatives[bad] = self._sample_complement(users.index_select(0, bad), generator)
         return negatives
+
+    def _draw_items(self, shape: torch.Size, generator: torch.Generator | None) -> Tensor:
+        """Uniform item ids (drawn as 32-bit integers where they fit: about twice as fast)."""
+        dtype = torch.int32 if self.n_items < 2**31 else torch.long
+        draws = torch.randint(
+            self.n_items, shape, device=self.device, generator=generator, dtype=dtype
+        )
+        return draws.long()
 
     def _sample_complement(self, users: Tensor, generator: torch.Generator | None) -> Tensor:
         """Exact uniform draws from each user's unobserved items (see :meth:`sample_negatives`)."""

@@ -246,7 +246,7 @@ def _epoch_batches(
     """
     n = len(data)
     order = torch.randperm(n, device=data.device, generator=generator)
-    users, positives = data.users[order], data.items[order]
+    users, positives = data.users.index_select(0, order), data.items.index_select(0, order)
     flat = data.sample_negatives(users.repeat_interleave(n_candidates), generator)
     parts = (torch.tensor_split(t, n_steps) for t in (users, positives, flat.view(n, n_candidates)))
     return list(zip(*parts, strict=True))
