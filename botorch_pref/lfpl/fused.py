@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["RowAdagrad", "choice_step", "hardest_negatives"]
+__all__ = ["RowAdagrad", "choice_step", "choice_step_items", "hardest_negatives"]
 
 
 class RowAdagrad:
@@ -236,12 +236,40 @@ def choice_step(
         The summed choice negative log-likelihood of the batch before the step, without the
         penalty (a 0-d tensor on the device; no host sync).
     """
+    items = torch.cat([positives.unsqueeze(-1), negatives], dim=-1)
+    return choice_step_items(opt_u, opt_v, users, items, reg, lr, alternating, reduce_v)
+
+
+def choice_step_items(
+    opt_u: RowAdagrad,
+    opt_v: RowAdagrad,
+    users: Tensor,
+    items: Tensor,
+    reg: float,
+    lr: float,
+    alternating: bool = True,
+    reduce_v: Callable[[Tensor], None] | None = None,
+) -> Tensor:
+    """:func:`choice_step` with each example's items in one row, the observed item first.
+
+    Args:
+        opt_u: AdaGrad state of the user factors.
+        opt_v: AdaGrad state of the item factors.
+        users: ``(B,)`` user ids.
+        items: ``(B, 1 + L)`` the observed item, then the ``L`` unobserved ones.
+        reg: Penalty weight ``lambda``.
+        lr: Learning rate of this step.
+        alternating: As in :func:`choice_step`.
+        reduce_v: As in :func:`choice_step`.
+
+    Returns:
+        The summed choice negative log-likelihood of the batch before the step.
+    """
     U, V = opt_u.table, opt_v.table
     n, dim = users.shape[0], U.shape[1]
     scale = 1.0 / n
     decay = reg * scale
-    items = torch.cat([positives.unsqueeze(-1), negatives], dim=-1)
-    flat = items.view(-1)
+    flat = items.reshape(-1)
     # index_select: several times faster than advanced indexing for row gathers on CPU.
     u = U.index_select(0, users)
     v = V.index_select(0, flat).view(n, -1, dim)

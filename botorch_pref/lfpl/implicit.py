@@ -38,7 +38,7 @@ from botorch_pref.lfpl.evaluation import (
     evaluate,
 )
 from botorch_pref.lfpl.feedback import ImplicitFeedback, LeaveOneOutSplit, leave_one_out
-from botorch_pref.lfpl.fused import RowAdagrad, choice_step, hardest_negatives
+from botorch_pref.lfpl.fused import RowAdagrad, choice_step_items, hardest_negatives
 from botorch_pref.lfpl.model import LFPL
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
 from botorch_pref.lfpl.runtime import lfpl_threads
@@ -237,18 +237,20 @@ def _validation_loss(
 
 def _epoch_batches(
     data: ImplicitFeedback, n_candidates: int, generator: torch.Generator, n_steps: int
-) -> list[tuple[Tensor, Tensor, Tensor]]:
-    """One epoch's ``(users, positives, candidate negatives (b, C))`` in ``n_steps`` batches.
+) -> list[tuple[Tensor, Tensor]]:
+    """One epoch's ``(users (b,), items (b, 1 + C))`` in ``n_steps`` batches.
 
-    Every interaction is a positive once, in a random order; the negatives of the whole epoch
-    are drawn at once. The batches differ in size by at most one (some are empty when there
-    are fewer interactions than steps).
+    Every interaction is a positive once, in a random order, in the first column of
+    ``items``, followed by ``C`` candidate negatives; the negatives of the whole epoch are
+    drawn at once. The batches differ in size by at most one (some are empty when there are
+    fewer interactions than steps).
     """
     n = len(data)
     order = torch.randperm(n, device=data.device, generator=generator)
     users, positives = data.users.index_select(0, order), data.items.index_select(0, order)
     flat = data.sample_negatives(users.repeat_interleave(n_candidates), generator)
-    parts = (torch.tensor_split(t, n_steps) for t in (users, positives, flat.view(n, n_candidates)))
+    items = torch.cat([positives.unsqueeze(-1), flat.view(n, n_candidates)], dim=-1)
+    parts = torch.tensor_split(users, n_steps), torch.tensor_split(items, n_steps)
     return list(zip(*parts, strict=True))
 
 
@@ -301,12 +303,15 @@ def _fit_fused(
     alternating = s.method == "alternating"
     for epoch in loop:
         total = torch.zeros((), dtype=model.U.dtype, device=model.U.device)
-        for u, p, c in _epoch_batches(data, s.n_candidates, generator, n_steps):
+        for u, items in _epoch_batches(data, s.n_candidates, generator, n_steps):
             rate = next(rates)
             if s.n_candidates > s.n_negatives:
-                c = hardest_negatives(opt_u.table, opt_v.table, u, c, s.n_negatives)
+                c = hardest_negatives(opt_u.table, opt_v.table, u, items[:, 1:], s.n_negatives)
+                items = torch.cat([items[:, :1], c], dim=-1)
             if u.shape[0] > 0:
-                total += choice_step(opt_u, opt_v, u, p, c, s.reg, rate, alternating, reduce_v)
+                total += choice_step_items(
+                    opt_u, opt_v, u, items, s.reg, rate, alternating, reduce_v
+                )
             elif reduce_v is not None:
                 # A process with fewer interactions still joins the reduction.
                 reduce_v(opt_v.grad)
@@ -329,11 +334,12 @@ def _fit_autograd(
 ) -> FitResult:
     n_steps = max(1, -(-len(data) // s.batch_size))
 
-    def batches(epoch: int) -> list[tuple[Tensor, Tensor, Tensor]]:
+    def batches(epoch: int) -> list[tuple[Tensor, Tensor]]:
         return _epoch_batches(data, s.n_negatives, generator, n_steps)
 
-    def batch_loss(U: Tensor, V: Tensor, batch: tuple[Tensor, Tensor, Tensor]) -> Tensor:
-        users, positives, negatives = batch
+    def batch_loss(U: Tensor, V: Tensor, batch: tuple[Tensor, Tensor]) -> Tensor:
+        users, items = batch
+        positives, negatives = items[:, 0], items[:, 1:]
         u = _gather(U, users, s.sparse)
         v_pos, v_neg = _gather(V, positives, s.sparse), _gather(V, negatives, s.sparse)
         scores = torch.cat(
