@@ -68,6 +68,8 @@ VARIANTS: dict[str, dict[str, object]] = {
     "batch 8192, lr 0.14": {"batch_size": 8192, "lr": 0.14},
     "2 threads": {"threads": 2},
     "1 thread": {"threads": 1},
+    "joint step, 1 thread": {"method": "joint", "threads": 1},
+    "joint step, 30 epochs": {"method": "joint", "epochs": 30},
 }
 
 
