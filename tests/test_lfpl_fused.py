@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from botorch_pref.lfpl.fused import RowAdagrad, choice_step, hardest_negatives
+from botorch_pref.lfpl.fused import RowAdagrad, choice_step, choice_step_items, hardest_negatives
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
 
 
@@ -80,6 +80,34 @@ def test_repeated_rows_sum_their_gradients():
     expected[7] = -1.0
     torch.testing.assert_close(table, expected, atol=1e-9, rtol=0)
     assert opt.grad.abs().sum() == 0
+
+
+@pytest.mark.parametrize("n_rows", [4, 500])  # the sparse-dense product and index_add_ paths
+def test_accumulate_outer_sums_weighted_vectors_per_row(n_rows):
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, (6, 3), generator=gen) * (n_rows // 4)
+    weights = torch.randn(6, 3, generator=gen, dtype=torch.float64)
+    factors = torch.randn(6, 2, generator=gen, dtype=torch.float64)
+    opt = RowAdagrad(torch.zeros(n_rows, 2, dtype=torch.float64))
+    opt.accumulate_outer(ids, weights, factors)
+    expected = torch.zeros(n_rows, 2, dtype=torch.float64)
+    for b in range(6):
+        for m in range(3):
+            expected[ids[b, m]] += weights[b, m] * factors[b]
+    torch.testing.assert_close(opt.grad, expected)
+
+
+def test_choice_step_items_equals_choice_step():
+    U0, V0 = torch.randn(9, 3, dtype=torch.float64), torch.randn(11, 3, dtype=torch.float64)
+    users, positives, negatives = _batch(9, 11, 8, 4, seed=2)
+    a_u, a_v = RowAdagrad(U0.clone()), RowAdagrad(V0.clone())
+    b_u, b_v = RowAdagrad(U0.clone()), RowAdagrad(V0.clone())
+    nll_a = choice_step(a_u, a_v, users, positives, negatives, reg=0.1, lr=0.3)
+    items = torch.cat([positives.unsqueeze(-1), negatives], dim=-1)
+    nll_b = choice_step_items(b_u, b_v, users, items, reg=0.1, lr=0.3)
+    torch.testing.assert_close(nll_a, nll_b)
+    torch.testing.assert_close(a_u.table, b_u.table)
+    torch.testing.assert_close(a_v.table, b_v.table)
 
 
 def test_hardest_negatives_keeps_the_top_scored_candidates():
