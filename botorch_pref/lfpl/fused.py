@@ -24,9 +24,14 @@ With the softmax :math:`\pi_l = e^{s_l} / \sum_{m=0}^{L} e^{s_m}` the gradients 
     \quad
     \frac{\partial \ell}{\partial V_{n_l}} = \pi_l U_u + \lambda V_{n_l}.
 
-A mini-batch :math:`B` minimises the mean :math:`\frac{1}{|B|}\sum_B \ell`; the per-example
-gradients are summed per row with ``index_add_``. AdaGrad then moves only the rows the batch
-touched (:class:`RowAdagrad`): for a row :math:`r` with summed gradient :math:`g_r`,
+A mini-batch :math:`B` minimises the mean :math:`\frac{1}{|B|}\sum_B \ell`. With the items of
+an example in one row :math:`i_0 = p, i_1 = n_1, \dots, i_L = n_L` and the weights
+:math:`w_0 = (\pi_0 - 1) / |B|`, :math:`w_l = \pi_l / |B|`, the user gradient is
+:math:`\sum_m w_m V_{i_m}` (a weighted ``embedding_bag``, no ``(B, L + 1, K)`` product) and the
+item gradients :math:`w_m U_u` are summed per row in one sparse-dense product
+(:meth:`RowAdagrad.accumulate_outer`); the penalty terms are added per row from occurrence
+counts. AdaGrad then moves only the rows the batch touched (:class:`RowAdagrad`): for a row
+:math:`r` with summed gradient :math:`g_r`,
 
 .. math::
 

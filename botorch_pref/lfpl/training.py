@@ -35,6 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -139,11 +140,7 @@ def fit_lfpl(
 
     val_loss = None
     if validation is not None and len(validation) > 0:
-        val = validation.to(device)
-
-        def val_loss() -> float:
-            return _chunked_mean_nll(model, val)
-
+        val_loss = partial(_chunked_mean_nll, model, validation.to(device))
     with lfpl_threads(threads, device):
         result = _train(
             model,
