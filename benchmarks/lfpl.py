@@ -139,7 +139,7 @@ def movielens(args: argparse.Namespace) -> None:
     raw = load_movielens(path)
     data = ImplicitFeedback(raw.pairs, raw.n_users, raw.n_items)
     names = [n for n in VARIANTS if args.variants is None or n in args.variants]
-    has_cornac = importlib.util.find_spec("cornac") is not None
+    has_cornac = importlib.util.find_spec("cornac") is not None and not args.no_bpr
     per_user: dict[str, list[dict[str, torch.Tensor]]] = {n: [] for n in names}
     per_user["BPR"], per_user["MostPopular"] = [], []
     seconds: dict[str, list[float]] = {n: [] for n in per_user}
@@ -423,6 +423,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="split seeds")
     parser.add_argument("--variants", nargs="+", default=None, help=f"of {list(VARIANTS)}")
     parser.add_argument("--repeats", type=int, default=2, help="threads, step: repetitions")
+    parser.add_argument("--no-bpr", action="store_true", help="movielens: leave out cornac's BPR")
     parser.add_argument(
         "--skip-spinning", action="store_true", help="threads: leave out the spinning setting"
     )
