@@ -57,7 +57,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     "default": {},
     "pairs (L=1, BPR loss)": {"n_negatives": 1},
     "L=10": {"n_negatives": 10},
-    "joint step": {"method": "joint"},
+    "alternating step (the paper's)": {"method": "alternating"},
     "hard negatives (5 of 20)": {"negatives": "hard", "candidates": 20},
     "linear lr decay": {"lr_schedule": "linear"},
     "15 epochs": {"epochs": 15},
@@ -68,8 +68,8 @@ VARIANTS: dict[str, dict[str, object]] = {
     "batch 8192, lr 0.14": {"batch_size": 8192, "lr": 0.14},
     "2 threads": {"threads": 2},
     "1 thread": {"threads": 1},
-    "joint step, 1 thread": {"method": "joint", "threads": 1},
-    "joint step, 30 epochs": {"method": "joint", "epochs": 30},
+    "alternating step, 1 thread": {"method": "alternating", "threads": 1},
+    "30 epochs": {"epochs": 30},
 }
 
 
@@ -179,7 +179,7 @@ def movielens(args: argparse.Namespace) -> None:
         f"{data.n_items} items, every rating a positive; random leave-one-out, split seeds "
         f"{args.seeds}; means over the seeds. LFPL/IF defaults: {fit_settings({})}, K="
         f"{DEFAULTS['dim']}, float32, torch threads during fits: the lfpl default "
-        f"({default_lfpl_threads()}). "
+        f"({default_lfpl_threads() or torch.get_num_threads()}). "
         f"BPR: cornac {version} BPR k=64, 300 epochs, lr 0.01, lambda 0.01, 2 threads. "
         "'AUC - BPR' is the per-user paired difference averaged over the seeds, +- its "
         f"standard error over users. {load()} at the end.\n"

@@ -80,7 +80,7 @@ def fit_implicit(
     lr: float | None = None,
     lr_schedule: str = "constant",
     reg: float = 0.03,
-    method: str = "alternating",
+    method: str = "joint",
     optimizer: str = "adagrad",
     validation: ImplicitFeedback | None = None,
     patience: int = 5,
@@ -124,8 +124,10 @@ def fit_implicit(
         lr: Learning rate (default: 0.1 for AdaGrad, 0.01 for Adam).
         lr_schedule: ``"constant"`` or ``"linear"`` (decays to zero over ``epochs``).
         reg: Penalty weight ``lambda``.
-        method: ``"alternating"`` (a step on ``U`` with ``V`` fixed, then on ``V`` with the new
-            ``U``, as in the LFPL paper) or ``"joint"`` (both from the same gradients).
+        method: ``"joint"`` (both factors step from the same gradients) or ``"alternating"``
+            (a step on ``U`` with ``V`` fixed, then on ``V`` with the new ``U``, as in the LFPL
+            paper: it scores every batch twice, so it costs more per step; on MovieLens it
+            reached the same ranking quality).
         optimizer: ``"adagrad"`` or ``"adam"``.
         validation: Optional held-out interactions for early stopping; their loss is the mean
             pair loss against one fixed negative each (unobserved in training and validation).
