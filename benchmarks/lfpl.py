@@ -223,7 +223,7 @@ def threads(args: argparse.Namespace) -> None:
         print("threads: skipped (no MovieLens file)")
         return
     settings = [
-        ("defaults (1 thread chosen by lfpl)", {}, []),
+        ("defaults, no environment variable", {}, []),
         ("--threads 2, no env (OpenMP spins)", {}, ["--threads", "2"]),
         ("OMP_WAIT_POLICY=PASSIVE (2 threads)", {"OMP_WAIT_POLICY": "PASSIVE"}, []),
     ]
@@ -239,14 +239,19 @@ def threads(args: argparse.Namespace) -> None:
                     "--out", str(Path(tmp) / "m.pt"), "--no-progress", *extra,
                 ]  # fmt: skip
                 before = load()
+                usage = resource.getrusage(resource.RUSAGE_CHILDREN)
                 out = subprocess.run(
                     cmd, env={**clean, **env}, capture_output=True, text=True, check=True
                 ).stdout
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
                 fit_s = float(out.split(" epochs in ")[1].split(" s")[0])
-                rows.append([name, repeat, f"{fit_s:.2f}", before])
-                print(f"  {name}: {fit_s:.2f} s ({before})", flush=True)
+                n_threads = out.split(" threads, ")[0].rsplit(" ", 1)[-1]
+                rows.append([name, repeat, f"{fit_s:.2f}", n_threads, f"{cpu:.1f}", before])
+                print(f"  {name}: {fit_s:.2f} s, {n_threads} threads ({before})", flush=True)
     print(f"\n`botorch-pref lfpl train` on {path.name}, defaults, fresh process each\n")
-    print(table(["setting", "repeat", "fit s", "load before"], rows))
+    header = ["setting", "repeat", "fit s", "threads", "process CPU s", "load before"]
+    print(table(header, rows))
 
 
 def step(args: argparse.Namespace) -> None:
