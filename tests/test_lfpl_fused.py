@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from botorch_pref.lfpl.fused import RowAdagrad, choice_step, choice_step_items, hardest_negatives
+from botorch_pref.lfpl.fused import RowAdagrad, choice_step, hardest_negatives
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
 
 
@@ -15,6 +15,12 @@ def _batch(n_users, n_items, batch, n_neg, seed):
     positives = torch.randint(n_items, (batch,), generator=gen)
     negatives = torch.randint(n_items, (batch, n_neg), generator=gen)
     return users, positives, negatives
+
+
+def _items(batch):
+    """``(users, items)``: the observed item first in each row of items."""
+    users, positives, negatives = batch
+    return users, torch.cat([positives.unsqueeze(-1), negatives], dim=-1)
 
 
 def _reference_loss(U, V, users, positives, negatives, reg):
@@ -53,7 +59,7 @@ def test_fused_step_equals_autograd_adagrad(n_users, n_items, alternating, n_neg
             opt_ref_u.zero_grad(), opt_ref_v.zero_grad()
             _reference_loss(U, V, *batch, reg).backward()
             opt_ref_u.step(), opt_ref_v.step()
-        nll = choice_step(fused_u, fused_v, *batch, reg=reg, lr=lr, alternating=alternating)
+        nll = choice_step(fused_u, fused_v, *_items(batch), reg=reg, lr=lr, alternating=alternating)
         assert torch.isfinite(nll)
     torch.testing.assert_close(fused_u.table, U.detach())
     torch.testing.assert_close(fused_v.table, V.detach())
@@ -65,7 +71,7 @@ def test_step_loss_is_the_batch_nll_before_the_step():
     V = torch.randn(6, 2, dtype=torch.float64)
     batch = _batch(4, 6, 5, 3, seed=0)
     expected = _reference_loss(U, V, *batch, reg=0.0) * 5
-    nll = choice_step(RowAdagrad(U.clone()), RowAdagrad(V.clone()), *batch, reg=0.7, lr=0.1)
+    nll = choice_step(RowAdagrad(U.clone()), RowAdagrad(V.clone()), *_items(batch), reg=0.7, lr=0.1)
     torch.testing.assert_close(nll, expected)
 
 
@@ -97,19 +103,6 @@ def test_accumulate_outer_sums_weighted_vectors_per_row(n_rows):
     torch.testing.assert_close(opt.grad, expected)
 
 
-def test_choice_step_items_equals_choice_step():
-    U0, V0 = torch.randn(9, 3, dtype=torch.float64), torch.randn(11, 3, dtype=torch.float64)
-    users, positives, negatives = _batch(9, 11, 8, 4, seed=2)
-    a_u, a_v = RowAdagrad(U0.clone()), RowAdagrad(V0.clone())
-    b_u, b_v = RowAdagrad(U0.clone()), RowAdagrad(V0.clone())
-    nll_a = choice_step(a_u, a_v, users, positives, negatives, reg=0.1, lr=0.3)
-    items = torch.cat([positives.unsqueeze(-1), negatives], dim=-1)
-    nll_b = choice_step_items(b_u, b_v, users, items, reg=0.1, lr=0.3)
-    torch.testing.assert_close(nll_a, nll_b)
-    torch.testing.assert_close(a_u.table, b_u.table)
-    torch.testing.assert_close(a_v.table, b_v.table)
-
-
 def test_hardest_negatives_keeps_the_top_scored_candidates():
     U = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     V = torch.tensor([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0], [0.0, 3.0]])
@@ -126,7 +119,7 @@ def test_fused_step_on_cuda_matches_cpu():
     batch = _batch(50, 80, 32, 3, seed=0)
     cpu_u, cpu_v = RowAdagrad(U0.clone()), RowAdagrad(V0.clone())
     gpu_u, gpu_v = RowAdagrad(U0.cuda()), RowAdagrad(V0.cuda())
-    choice_step(cpu_u, cpu_v, *batch, reg=0.1, lr=0.1)
-    choice_step(gpu_u, gpu_v, *(t.cuda() for t in batch), reg=0.1, lr=0.1)
+    choice_step(cpu_u, cpu_v, *_items(batch), reg=0.1, lr=0.1)
+    choice_step(gpu_u, gpu_v, *(t.cuda() for t in _items(batch)), reg=0.1, lr=0.1)
     torch.testing.assert_close(gpu_u.table.cpu(), cpu_u.table)
     torch.testing.assert_close(gpu_v.table.cpu(), cpu_v.table)

@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["RowAdagrad", "choice_step", "choice_step_items", "hardest_negatives"]
+__all__ = ["RowAdagrad", "choice_step", "hardest_negatives"]
 
 
 class RowAdagrad:
@@ -208,8 +208,7 @@ def choice_step(
     opt_u: RowAdagrad,
     opt_v: RowAdagrad,
     users: Tensor,
-    positives: Tensor,
-    negatives: Tensor,
+    items: Tensor,
     reg: float,
     lr: float,
     alternating: bool = True,
@@ -217,18 +216,17 @@ def choice_step(
 ) -> Tensor:
     r"""One AdaGrad step on a batch of choice examples (the gradients of the module docstring).
 
-    The observed and the unobserved items of an example are handled as one ``(1 + L)`` row of
-    item ids: one gather of their factors, one batched product for the scores, the user
-    gradient :math:`\sum_m w_m V_{i_m}` as a weighted ``embedding_bag`` (no ``(B, 1 + L, K)``
-    product) and the item gradients :math:`w_m U_u` summed per row by
-    :meth:`RowAdagrad.accumulate_outer`.
+    The observed and the unobserved items of an example are one row of ``items``: one gather of
+    their factors, one batched product for the scores, the user gradient
+    :math:`\sum_m w_m V_{i_m}` as a weighted ``embedding_bag`` (no ``(B, 1 + L, K)`` product)
+    and the item gradients :math:`w_m U_u` summed per row by :meth:`RowAdagrad.accumulate_outer`.
 
     Args:
         opt_u: AdaGrad state of the user factors.
         opt_v: AdaGrad state of the item factors.
         users: ``(B,)`` user ids.
-        positives: ``(B,)`` observed items.
-        negatives: ``(B, L)`` unobserved items.
+        items: ``(B, 1 + L)`` item ids: the observed item of each example, then its ``L``
+            unobserved ones.
         reg: Penalty weight ``lambda``.
         lr: Learning rate of this step.
         alternating: Step on ``U`` first and recompute the gradients of ``V`` with the new
@@ -240,35 +238,6 @@ def choice_step(
     Returns:
         The summed choice negative log-likelihood of the batch before the step, without the
         penalty (a 0-d tensor on the device; no host sync).
-    """
-    items = torch.cat([positives.unsqueeze(-1), negatives], dim=-1)
-    return choice_step_items(opt_u, opt_v, users, items, reg, lr, alternating, reduce_v)
-
-
-def choice_step_items(
-    opt_u: RowAdagrad,
-    opt_v: RowAdagrad,
-    users: Tensor,
-    items: Tensor,
-    reg: float,
-    lr: float,
-    alternating: bool = True,
-    reduce_v: Callable[[Tensor], None] | None = None,
-) -> Tensor:
-    """:func:`choice_step` with each example's items in one row, the observed item first.
-
-    Args:
-        opt_u: AdaGrad state of the user factors.
-        opt_v: AdaGrad state of the item factors.
-        users: ``(B,)`` user ids.
-        items: ``(B, 1 + L)`` the observed item, then the ``L`` unobserved ones.
-        reg: Penalty weight ``lambda``.
-        lr: Learning rate of this step.
-        alternating: As in :func:`choice_step`.
-        reduce_v: As in :func:`choice_step`.
-
-    Returns:
-        The summed choice negative log-likelihood of the batch before the step.
     """
     U, V = opt_u.table, opt_v.table
     n, dim = users.shape[0], U.shape[1]

@@ -38,7 +38,7 @@ from botorch_pref.lfpl.evaluation import (
     evaluate,
 )
 from botorch_pref.lfpl.feedback import ImplicitFeedback, LeaveOneOutSplit, leave_one_out
-from botorch_pref.lfpl.fused import RowAdagrad, choice_step_items, hardest_negatives
+from botorch_pref.lfpl.fused import RowAdagrad, choice_step, hardest_negatives
 from botorch_pref.lfpl.model import LFPL
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
 from botorch_pref.lfpl.runtime import lfpl_threads
@@ -311,9 +311,7 @@ def _fit_fused(
                 c = hardest_negatives(opt_u.table, opt_v.table, u, items[:, 1:], s.n_negatives)
                 items = torch.cat([items[:, :1], c], dim=-1)
             if u.shape[0] > 0:
-                total += choice_step_items(
-                    opt_u, opt_v, u, items, s.reg, rate, alternating, reduce_v
-                )
+                total += choice_step(opt_u, opt_v, u, items, s.reg, rate, alternating, reduce_v)
             elif reduce_v is not None:
                 # A process with fewer interactions still joins the reduction.
                 reduce_v(opt_v.grad)
