@@ -5,6 +5,7 @@ Not run by CI. Parts (``--part``, default ``movielens``)::
 
     .venv/bin/python benchmarks/lfpl.py --part movielens   # levers x split seeds, next to BPR
     .venv/bin/python benchmarks/lfpl.py --part threads     # the CLI's thread default, timed
+    .venv/bin/python benchmarks/lfpl.py --part step        # the default step, op by op
     .venv/bin/python benchmarks/lfpl.py --part synthetic   # recovery on rankings of a known LFPL
     .venv/bin/python benchmarks/lfpl.py --part scale       # s per epoch vs interactions, processes
 
@@ -49,17 +50,26 @@ from botorch_pref.lfpl import (
     sample_lfpl,
 )
 from botorch_pref.lfpl.recommender import DEFAULTS
+from botorch_pref.lfpl.runtime import default_lfpl_threads
 
 # The levers A/B'd against the defaults (the first entry); each changes one setting.
 VARIANTS: dict[str, dict[str, object]] = {
     "default": {},
     "pairs (L=1, BPR loss)": {"n_negatives": 1},
     "L=10": {"n_negatives": 10},
-    "joint step": {"method": "joint"},
+    "alternating step (the paper's)": {"method": "alternating"},
     "hard negatives (5 of 20)": {"negatives": "hard", "candidates": 20},
     "linear lr decay": {"lr_schedule": "linear"},
     "15 epochs": {"epochs": 15},
     "K=32": {"dim": 32},
+    "L=3": {"n_negatives": 3},
+    "15 epochs, lr 0.15": {"epochs": 15, "lr": 0.15},
+    "20 epochs, lr 0.15": {"epochs": 20, "lr": 0.15},
+    "batch 8192, lr 0.14": {"batch_size": 8192, "lr": 0.14},
+    "2 threads": {"threads": 2},
+    "1 thread": {"threads": 1},
+    "alternating step, 1 thread": {"method": "alternating", "threads": 1},
+    "30 epochs": {"epochs": 30},
 }
 
 
@@ -129,10 +139,11 @@ def movielens(args: argparse.Namespace) -> None:
     raw = load_movielens(path)
     data = ImplicitFeedback(raw.pairs, raw.n_users, raw.n_items)
     names = [n for n in VARIANTS if args.variants is None or n in args.variants]
-    has_cornac = importlib.util.find_spec("cornac") is not None
+    has_cornac = importlib.util.find_spec("cornac") is not None and not args.no_bpr
     per_user: dict[str, list[dict[str, torch.Tensor]]] = {n: [] for n in names}
     per_user["BPR"], per_user["MostPopular"] = [], []
     seconds: dict[str, list[float]] = {n: [] for n in per_user}
+    cpu_seconds: dict[str, list[float]] = {n: [] for n in per_user}
     version = "-"
     for seed in args.seeds:
         split = leave_one_out(data, seed=seed)
@@ -140,22 +151,35 @@ def movielens(args: argparse.Namespace) -> None:
         for name in names:
             dim = int(VARIANTS[name].get("dim", DEFAULTS["dim"]))  # type: ignore[call-overload]
             model = LFPL(data.n_users, data.n_items, dim, seed=seed)
+            cpu = time.process_time()
             fit = fit_implicit(model, split.train, seed=seed, **fit_settings(VARIANTS[name]))
+            cpu_seconds[name].append(time.process_time() - cpu)
             per_user[name].append(evaluate(model, split).per_user)
             seconds[name].append(fit.seconds)
-            print(f"    {name}: AUC {per_user[name][-1]['auc'].mean():.4f}, {fit.seconds:.1f} s")
+            print(
+                f"    {name}: AUC {per_user[name][-1]['auc'].mean():.4f}, {fit.seconds:.1f} s, "
+                f"CPU {cpu_seconds[name][-1]:.1f} s, {fit.threads} threads ({load()})"
+            )
         if has_cornac:
+            cpu = time.process_time()
             scorer, sec, version = cornac_bpr(split, k=64, epochs=300, lr=0.01, reg=0.01, seed=seed)
+            cpu_seconds["BPR"].append(time.process_time() - cpu)
             per_user["BPR"].append(evaluate(scorer, split).per_user)
             seconds["BPR"].append(sec)
-            print(f"    BPR: AUC {per_user['BPR'][-1]['auc'].mean():.4f}, {sec:.1f} s", flush=True)
+            print(
+                f"    BPR: AUC {per_user['BPR'][-1]['auc'].mean():.4f}, {sec:.1f} s, CPU "
+                f"{cpu_seconds['BPR'][-1]:.1f} s (incl. its data set)",
+                flush=True,
+            )
         per_user["MostPopular"].append(evaluate(MostPopular(split.train), split).per_user)
         seconds["MostPopular"].append(0.0)
+        cpu_seconds["MostPopular"].append(0.0)
     print(
         f"\nMovieLens-100K ({path.name}): {len(data)} interactions, {data.n_users} users, "
         f"{data.n_items} items, every rating a positive; random leave-one-out, split seeds "
         f"{args.seeds}; means over the seeds. LFPL/IF defaults: {fit_settings({})}, K="
-        f"{DEFAULTS['dim']}, float32, torch threads during fits: the lfpl default (1). "
+        f"{DEFAULTS['dim']}, float32, torch threads during fits: the lfpl default "
+        f"({default_lfpl_threads() or torch.get_num_threads()}). "
         f"BPR: cornac {version} BPR k=64, 300 epochs, lr 0.01, lambda 0.01, 2 threads. "
         "'AUC - BPR' is the per-user paired difference averaged over the seeds, +- its "
         f"standard error over users. {load()} at the end.\n"
@@ -185,9 +209,10 @@ def movielens(args: argparse.Namespace) -> None:
                 f"{mean['hr']:.4f}",
                 f"{mean['ndcg']:.4f}",
                 f"{sum(seconds[name]) / len(seconds[name]):.1f}",
+                f"{sum(cpu_seconds[name]) / len(cpu_seconds[name]):.1f}",
             ]
         )
-    header = ["model", "AUC", "AUC per seed", "AUC - BPR", "HR@10", "NDCG@10", "train s"]
+    header = ["model", "AUC", "AUC per seed", "AUC - BPR", "HR@10", "NDCG@10", "train s", "CPU s"]
     print(table(header, rows))
 
 
@@ -198,7 +223,7 @@ def threads(args: argparse.Namespace) -> None:
         print("threads: skipped (no MovieLens file)")
         return
     settings = [
-        ("defaults (1 thread chosen by lfpl)", {}, []),
+        ("defaults, no environment variable", {}, []),
         ("--threads 2, no env (OpenMP spins)", {}, ["--threads", "2"]),
         ("OMP_WAIT_POLICY=PASSIVE (2 threads)", {"OMP_WAIT_POLICY": "PASSIVE"}, []),
     ]
@@ -214,14 +239,86 @@ def threads(args: argparse.Namespace) -> None:
                     "--out", str(Path(tmp) / "m.pt"), "--no-progress", *extra,
                 ]  # fmt: skip
                 before = load()
+                usage = resource.getrusage(resource.RUSAGE_CHILDREN)
                 out = subprocess.run(
                     cmd, env={**clean, **env}, capture_output=True, text=True, check=True
                 ).stdout
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
                 fit_s = float(out.split(" epochs in ")[1].split(" s")[0])
-                rows.append([name, repeat, f"{fit_s:.2f}", before])
-                print(f"  {name}: {fit_s:.2f} s ({before})", flush=True)
+                n_threads = out.split(" threads, ")[0].rsplit(" ", 1)[-1]
+                rows.append([name, repeat, f"{fit_s:.2f}", n_threads, f"{cpu:.1f}", before])
+                print(f"  {name}: {fit_s:.2f} s, {n_threads} threads ({before})", flush=True)
     print(f"\n`botorch-pref lfpl train` on {path.name}, defaults, fresh process each\n")
-    print(table(["setting", "repeat", "fit s", "load before"], rows))
+    header = ["setting", "repeat", "fit s", "threads", "process CPU s", "load before"]
+    print(table(header, rows))
+
+
+def step(args: argparse.Namespace) -> None:
+    """The default fused step on ML-100K's sizes: each operation and its alternatives, timed.
+
+    Every operation runs ``--repeats`` x 10 times interleaved with the others; the minimum is
+    the least disturbed by other processes on a shared machine. Then the torch profiler's
+    operator table over two epochs of the default fit.
+    """
+    import torch.nn.functional as F
+
+    from botorch_pref.lfpl.fused import RowAdagrad, _choice_weights
+
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    n_users, n_items = 943, 1682
+    batch, n_neg, dim = int(DEFAULTS["batch_size"]), int(DEFAULTS["n_negatives"]), DEFAULTS["dim"]
+    U, V = torch.randn(n_users, dim, generator=gen) * 0.3, torch.randn(n_items, dim, generator=gen)
+    users = torch.randint(n_users, (batch,), generator=gen)
+    items = torch.randint(n_items, (batch, n_neg + 1), generator=gen)
+    flat = items.view(-1)
+    u, v = U.index_select(0, users), V.index_select(0, flat).view(batch, n_neg + 1, dim)
+    w, _ = _choice_weights(u, v, 1.0 / batch)
+    opt_u, opt_v = RowAdagrad(U.clone()), RowAdagrad(V.clone())
+    grad_u = F.embedding_bag(items, V, per_sample_weights=w, mode="sum")
+    products = (w.unsqueeze(-1) * u.unsqueeze(1)).view(-1, dim)
+    ops = {
+        "gather U rows (index_select)": lambda: U.index_select(0, users),
+        "gather V rows (index_select)": lambda: V.index_select(0, flat),
+        "  alternative: V[items] (advanced indexing)": lambda: V[items],
+        "scores and weights (bmm, logsumexp)": lambda: _choice_weights(u, v, 1.0 / batch),
+        "user gradient (weighted embedding_bag)": lambda: F.embedding_bag(
+            items, V, per_sample_weights=w, mode="sum"
+        ),
+        "  alternative: multiply and sum over items": lambda: (w.unsqueeze(-1) * v).sum(1),
+        "U: index_add_ and AdaGrad (whole table)": lambda: opt_u.step(users, grad_u, 0.0),
+        "V gradient (sparse-dense product)": lambda: opt_v.accumulate_outer(items, w, u),
+        "  alternative: products and index_add_": lambda: opt_v.grad.index_add_(
+            0, flat, (w.unsqueeze(-1) * u.unsqueeze(1)).view(-1, dim)
+        ),
+        "  of which index_add_ alone": lambda: opt_v.grad.index_add_(0, flat, products),
+        "V penalty counts (bincount)": lambda: opt_v.accumulate_decay(flat, 0.0),
+        "V AdaGrad (whole table)": lambda: opt_v.apply(flat, 0.0),
+    }
+    times: dict[str, list[float]] = {name: [] for name in ops}
+    for _ in range(args.repeats * 10):
+        for name, op in ops.items():
+            start = time.perf_counter()
+            op()
+            times[name].append(1e3 * (time.perf_counter() - start))
+    print(
+        f"\nOne default step (B={batch}, L={n_neg}, K={dim}, {n_users} x {n_items}), 1 thread, "
+        f"min over {args.repeats * 10} runs, {load()}\n"
+    )
+    print(table(["operation", "ms"], [[name, f"{min(t):.3f}"] for name, t in times.items()]))
+    path = recbole_ml100k() if args.data is None else Path(args.data)
+    if path is None:
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    raw = load_movielens(path)
+    split = leave_one_out(ImplicitFeedback(raw.pairs, raw.n_users, raw.n_items), seed=0)
+    model = LFPL(raw.n_users, raw.n_items, dim, seed=0)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fit_implicit(model, split.train, **{**fit_settings({}), "epochs": 2, "threads": 1})
+    print(f"\nProfiler, two epochs of the default fit, 1 thread ({load()})\n")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
 
 
 def synthetic(args: argparse.Namespace) -> None:
@@ -323,12 +420,15 @@ def scale(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--part", choices=("movielens", "threads", "synthetic", "scale"), default="movielens"
+        "--part",
+        choices=("movielens", "threads", "step", "synthetic", "scale"),
+        default="movielens",
     )
     parser.add_argument("--data", default=None, help="MovieLens file (default: recbole's copy)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="split seeds")
     parser.add_argument("--variants", nargs="+", default=None, help=f"of {list(VARIANTS)}")
-    parser.add_argument("--repeats", type=int, default=2, help="threads: repetitions")
+    parser.add_argument("--repeats", type=int, default=2, help="threads, step: repetitions")
+    parser.add_argument("--no-bpr", action="store_true", help="movielens: leave out cornac's BPR")
     parser.add_argument(
         "--skip-spinning", action="store_true", help="threads: leave out the spinning setting"
     )
@@ -344,9 +444,8 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, {load()}; "
         + json.dumps({k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")})
     )
-    {"movielens": movielens, "threads": threads, "synthetic": synthetic, "scale": scale}[args.part](
-        args
-    )
+    parts = {"movielens": movielens, "threads": threads, "step": step, "synthetic": synthetic}
+    {**parts, "scale": scale}[args.part](args)
 
 
 if __name__ == "__main__":

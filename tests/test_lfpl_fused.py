@@ -17,6 +17,12 @@ def _batch(n_users, n_items, batch, n_neg, seed):
     return users, positives, negatives
 
 
+def _items(batch):
+    """``(users, items)``: the observed item first in each row of items."""
+    users, positives, negatives = batch
+    return users, torch.cat([positives.unsqueeze(-1), negatives], dim=-1)
+
+
 def _reference_loss(U, V, users, positives, negatives, reg):
     """The mean penalised choice loss, through plackett_luce_nll (top-1 of L + 1)."""
     u, vp, vn = U[users], V[positives], V[negatives]
@@ -53,7 +59,7 @@ def test_fused_step_equals_autograd_adagrad(n_users, n_items, alternating, n_neg
             opt_ref_u.zero_grad(), opt_ref_v.zero_grad()
             _reference_loss(U, V, *batch, reg).backward()
             opt_ref_u.step(), opt_ref_v.step()
-        nll = choice_step(fused_u, fused_v, *batch, reg=reg, lr=lr, alternating=alternating)
+        nll = choice_step(fused_u, fused_v, *_items(batch), reg=reg, lr=lr, alternating=alternating)
         assert torch.isfinite(nll)
     torch.testing.assert_close(fused_u.table, U.detach())
     torch.testing.assert_close(fused_v.table, V.detach())
@@ -65,7 +71,7 @@ def test_step_loss_is_the_batch_nll_before_the_step():
     V = torch.randn(6, 2, dtype=torch.float64)
     batch = _batch(4, 6, 5, 3, seed=0)
     expected = _reference_loss(U, V, *batch, reg=0.0) * 5
-    nll = choice_step(RowAdagrad(U.clone()), RowAdagrad(V.clone()), *batch, reg=0.7, lr=0.1)
+    nll = choice_step(RowAdagrad(U.clone()), RowAdagrad(V.clone()), *_items(batch), reg=0.7, lr=0.1)
     torch.testing.assert_close(nll, expected)
 
 
@@ -80,6 +86,21 @@ def test_repeated_rows_sum_their_gradients():
     expected[7] = -1.0
     torch.testing.assert_close(table, expected, atol=1e-9, rtol=0)
     assert opt.grad.abs().sum() == 0
+
+
+@pytest.mark.parametrize("n_rows", [4, 500])  # the sparse-dense product and index_add_ paths
+def test_accumulate_outer_sums_weighted_vectors_per_row(n_rows):
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, (6, 3), generator=gen) * (n_rows // 4)
+    weights = torch.randn(6, 3, generator=gen, dtype=torch.float64)
+    factors = torch.randn(6, 2, generator=gen, dtype=torch.float64)
+    opt = RowAdagrad(torch.zeros(n_rows, 2, dtype=torch.float64))
+    opt.accumulate_outer(ids, weights, factors)
+    expected = torch.zeros(n_rows, 2, dtype=torch.float64)
+    for b in range(6):
+        for m in range(3):
+            expected[ids[b, m]] += weights[b, m] * factors[b]
+    torch.testing.assert_close(opt.grad, expected)
 
 
 def test_hardest_negatives_keeps_the_top_scored_candidates():
@@ -98,7 +119,7 @@ def test_fused_step_on_cuda_matches_cpu():
     batch = _batch(50, 80, 32, 3, seed=0)
     cpu_u, cpu_v = RowAdagrad(U0.clone()), RowAdagrad(V0.clone())
     gpu_u, gpu_v = RowAdagrad(U0.cuda()), RowAdagrad(V0.cuda())
-    choice_step(cpu_u, cpu_v, *batch, reg=0.1, lr=0.1)
-    choice_step(gpu_u, gpu_v, *(t.cuda() for t in batch), reg=0.1, lr=0.1)
+    choice_step(cpu_u, cpu_v, *_items(batch), reg=0.1, lr=0.1)
+    choice_step(gpu_u, gpu_v, *(t.cuda() for t in _items(batch)), reg=0.1, lr=0.1)
     torch.testing.assert_close(gpu_u.table.cpu(), cpu_u.table)
     torch.testing.assert_close(gpu_v.table.cpu(), cpu_v.table)

@@ -93,6 +93,28 @@ def test_index_contains_and_exclusion_mask():
     ]
 
 
+def test_contains_by_binary_search_equals_the_bitmap():
+    gen = torch.Generator().manual_seed(3)
+    pairs = torch.stack(
+        [torch.randint(30, (200,), generator=gen), torch.randint(40, (200,), generator=gen)], 1
+    )
+    data = ImplicitFeedback(pairs, 30, 40)
+    users = torch.randint(30, (7, 50), generator=gen)
+    items = torch.randint(40, (7, 50), generator=gen)
+    by_bitmap = data.contains(users, items)
+    data._bitmap = None  # the large-data path: a binary search in the sorted keys
+    by_search = data.contains(users, items)
+    observed = set(map(tuple, pairs.tolist()))
+    want = [
+        (u, i) in observed
+        for u, i in zip(users.flatten().tolist(), items.flatten().tolist(), strict=True)
+    ]
+    assert by_bitmap.shape == by_search.shape == (7, 50)
+    assert by_bitmap.flatten().tolist() == want == by_search.flatten().tolist()
+    negatives = data.sample_negatives(users.flatten(), gen)
+    assert not data.contains(users.flatten(), negatives).any()
+
+
 def test_duplicates_keep_the_latest_timestamp():
     pairs = torch.tensor([[0, 1], [0, 1], [1, 0]])
     data = ImplicitFeedback(pairs, timestamps=torch.tensor([5, 9, 2]))

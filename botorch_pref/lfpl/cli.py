@@ -12,25 +12,32 @@ from typing import Any
 import torch
 
 from botorch_pref.lfpl.runtime import lfpl_threads, reexec_with_passive_openmp
+from botorch_pref.runtime import add_command
 
 __all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``lfpl`` command and its ``synthetic`` and ``implicit`` sub-commands.
+    """Add the ``lfpl`` command and its sub-commands.
 
     Args:
         subparsers: The sub-parsers object of the ``botorch-pref`` parser.
     """
-    lfpl = subparsers.add_parser(
+    lfpl = add_command(
+        subparsers,
         "lfpl",
         help="latent-feature Plackett-Luce models",
         description="Latent-feature Plackett-Luce (LFPL) models for rankings of dyads.",
     )
     sub = lfpl.add_subparsers(dest="lfpl_command", metavar="SUBCOMMAND")
     sub.required = True
+    for add in (_add_synthetic, _add_implicit, _add_train, _add_recommend, _add_evaluate):
+        add(sub)
 
-    syn = sub.add_parser(
+
+def _add_synthetic(sub: argparse._SubParsersAction) -> None:
+    syn = add_command(
+        sub,
         "synthetic",
         help="cross-validate LFPL on rankings drawn from a known LFPL",
         description="Draw rankings from a random LFPL, cross-validate, and print the held-out "
@@ -53,35 +60,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(syn)
     syn.set_defaults(func=run_synthetic)
 
-    imp = sub.add_parser(
+
+def _add_implicit(sub: argparse._SubParsersAction) -> None:
+    imp = add_command(
+        sub,
         "implicit",
         help="LFPL/IF on MovieLens-style interactions, leave-one-out",
         description="Fit LFPL/IF on interactions read from a MovieLens or RecBole file and "
         "print leave-one-out AUC, HR@k and NDCG@k next to MostPopular and Random.",
     )
-    imp.add_argument("--data", required=True, help="u.data, ratings.dat, ratings.csv, *.inter")
-    imp.add_argument("--min-rating", type=float, default=None, help="keep ratings >= this")
-    imp.add_argument("--holdout", choices=("random", "latest"), default="random")
+    _data(imp, ("random", "latest"), "random", "which interaction of each user is held out")
     _hyper(imp)
     imp.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad")
     imp.add_argument("--k", type=int, default=10, help="cut-off of HR and NDCG")
     _common(imp)
     imp.set_defaults(func=run_implicit)
 
-    train = sub.add_parser(
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    train = add_command(
+        sub,
         "train",
         help="fit an LFPL/IF recommender on a ratings file and save it",
         description="Fit LFPL/IF on every interaction of a MovieLens or RecBole file (or on the "
         "training part of a leave-one-out split, for 'evaluate') and save it to one file.",
     )
-    train.add_argument("--data", required=True, help="u.data, ratings.dat, ratings.csv, *.inter")
     train.add_argument("--out", required=True, help="file to write the model to")
-    train.add_argument("--min-rating", type=float, default=None, help="keep ratings >= this")
-    train.add_argument(
-        "--holdout",
-        choices=("none", "random", "latest"),
-        default="none",
-        help="hold one interaction per user out for 'evaluate' (default: train on all)",
+    _data(
+        train,
+        ("none", "random", "latest"),
+        "none",
+        "hold one interaction per user out for 'evaluate' (default: train on all)",
     )
     _hyper(train)
     _common(train, progress_flag=False)
@@ -93,7 +102,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     train.set_defaults(func=run_train)
 
-    rec = sub.add_parser(
+
+def _add_recommend(sub: argparse._SubParsersAction) -> None:
+    rec = add_command(
+        sub,
         "recommend",
         help="top-k items for users from a saved model",
         description="Print the k items of highest score for each user (original ids).",
@@ -102,10 +114,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rec.add_argument("--users", required=True, nargs="+", help="original user ids")
     rec.add_argument("--k", type=int, default=10)
     rec.add_argument("--include-seen", action="store_true", help="keep items seen in training")
-    rec.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    _device_arg(rec)
     rec.set_defaults(func=run_recommend)
 
-    ev = sub.add_parser(
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    ev = add_command(
+        sub,
         "evaluate",
         help="leave-one-out AUC, HR@k and NDCG@k of a saved model",
         description="Rebuild the leave-one-out split a model was trained on (train --holdout) "
@@ -114,8 +129,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--model", required=True, help="file written by 'lfpl train --holdout ...'")
     ev.add_argument("--data", required=True, help="the file the model was trained on")
     ev.add_argument("--k", type=int, default=10, help="cut-off of HR and NDCG")
-    ev.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    _device_arg(ev)
     ev.set_defaults(func=run_evaluate)
+
+
+def _data(
+    parser: argparse.ArgumentParser, holdouts: tuple[str, ...], holdout: str, help: str
+) -> None:
+    """The ratings file, the rating threshold and the held-out interaction of each user."""
+    parser.add_argument("--data", required=True, help="u.data, ratings.dat, ratings.csv, *.inter")
+    parser.add_argument("--min-rating", type=float, default=None, help="keep ratings >= this")
+    parser.add_argument("--holdout", choices=holdouts, default=holdout, help=help)
+
+
+def _device_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
 
 
 def _hyper(parser: argparse.ArgumentParser) -> None:
@@ -137,7 +165,7 @@ def _hyper(parser: argparse.ArgumentParser) -> None:
 
 def _common(parser: argparse.ArgumentParser, progress_flag: bool = True) -> None:
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    _device_arg(parser)
     parser.add_argument(
         "--threads",
         type=_threads,

@@ -24,9 +24,14 @@ With the softmax :math:`\pi_l = e^{s_l} / \sum_{m=0}^{L} e^{s_m}` the gradients 
     \quad
     \frac{\partial \ell}{\partial V_{n_l}} = \pi_l U_u + \lambda V_{n_l}.
 
-A mini-batch :math:`B` minimises the mean :math:`\frac{1}{|B|}\sum_B \ell`; the per-example
-gradients are summed per row with ``index_add_``. AdaGrad then moves only the rows the batch
-touched (:class:`RowAdagrad`): for a row :math:`r` with summed gradient :math:`g_r`,
+A mini-batch :math:`B` minimises the mean :math:`\frac{1}{|B|}\sum_B \ell`. With the items of
+an example in one row :math:`i_0 = p, i_1 = n_1, \dots, i_L = n_L` and the weights
+:math:`w_0 = (\pi_0 - 1) / |B|`, :math:`w_l = \pi_l / |B|`, the user gradient is
+:math:`\sum_m w_m V_{i_m}` (a weighted ``embedding_bag``, no ``(B, L + 1, K)`` product) and the
+item gradients :math:`w_m U_u` are summed per row in one sparse-dense product
+(:meth:`RowAdagrad.accumulate_outer`); the penalty terms are added per row from occurrence
+counts. AdaGrad then moves only the rows the batch touched (:class:`RowAdagrad`): for a row
+:math:`r` with summed gradient :math:`g_r`,
 
 .. math::
 
@@ -46,6 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = ["RowAdagrad", "choice_step", "hardest_negatives"]
@@ -88,6 +94,35 @@ class RowAdagrad:
         """
         self._grad.index_add_(0, ids, grads)
 
+    def accumulate_outer(self, ids: Tensor, weights: Tensor, factors: Tensor) -> None:
+        r"""Add :math:`w_{bm} x_b` to the gradient of row ``ids[b, m]``, for every ``b, m``.
+
+        When the ids touch a good part of the table this is one sparse-dense product
+        :math:`S x` with :math:`S_{r b} = \sum_{m : \mathrm{ids}_{bm} = r} w_{bm}` (a COO
+        matrix of ``B M`` entries, never a ``(B, M, K)`` tensor of products); otherwise the
+        products are summed per row with ``index_add_``, at a cost that does not grow with the
+        table.
+
+        Args:
+            ids: ``(B, M)`` row ids, repeats allowed.
+            weights: ``(B, M)`` weights.
+            factors: ``(B, K)`` vectors ``x_b``.
+        """
+        n, m = ids.shape
+        flat = ids.reshape(-1)
+        if flat.shape[0] * 4 >= self.table.shape[0]:
+            cols = torch.arange(n, device=ids.device).repeat_interleave(m)
+            matrix = torch.sparse_coo_tensor(
+                torch.stack([flat, cols]),
+                weights.reshape(-1),
+                (self.table.shape[0], n),
+                check_invariants=False,
+            )
+            self._grad.add_(torch.sparse.mm(matrix, factors))
+        else:
+            products = weights.unsqueeze(-1) * factors.unsqueeze(1)
+            self._grad.index_add_(0, flat, products.reshape(n * m, -1))
+
     def accumulate_decay(self, ids: Tensor, weight: float) -> None:
         """Add ``weight * table[id]`` to the gradient of each id occurrence (a penalty term).
 
@@ -102,9 +137,7 @@ class RowAdagrad:
             self._decay = torch.zeros(
                 self.table.shape[0], dtype=self.table.dtype, device=ids.device
             )
-        self._decay.index_add_(
-            0, ids, torch.full(ids.shape, weight, dtype=self.table.dtype, device=ids.device)
-        )
+        self._decay.add_(torch.bincount(ids, minlength=self.table.shape[0]), alpha=weight)
 
     def reduce_pending(self) -> None:
         """Fold the pending penalty terms into the gradient buffer (before a reduction)."""
@@ -150,37 +183,50 @@ class RowAdagrad:
         self.apply(ids, lr)
 
 
-def _choice_weights(u: Tensor, vp: Tensor, vn: Tensor, scale: float) -> tuple[Tensor, ...]:
-    """``(d loss / d s_0, d loss / d s_l, summed nll)`` of a batch, the mean loss scaled."""
-    s_pos = (u * vp).sum(-1, keepdim=True)
+def _choice_weights(u: Tensor, v: Tensor, scale: float) -> tuple[Tensor, Tensor]:
+    """``(d loss / d s, summed nll)`` of a batch, the mean loss scaled by ``scale``.
+
+    Args:
+        u: ``(B, K)`` user factors.
+        v: ``(B, 1 + L, K)`` item factors, the observed item first.
+        scale: ``1 / B``.
+
+    Returns:
+        The ``(B, 1 + L)`` weights ``scale * (pi - e_0)`` of the module docstring and the summed
+        negative log-likelihood (a 0-d tensor).
+    """
     # A batched matrix-vector product: about twice as fast as multiply-and-sum on CPU.
-    s_neg = torch.bmm(vn, u.unsqueeze(-1)).squeeze(-1)
-    logits = torch.cat([s_pos, s_neg], dim=-1)
+    logits = torch.bmm(v, u.unsqueeze(-1)).squeeze(-1)
     lse = torch.logsumexp(logits, dim=-1, keepdim=True)
-    prob = (logits - lse).exp_().mul_(scale)
-    nll = (lse - s_pos).sum()
-    return prob[:, :1] - scale, prob[:, 1:], nll
+    nll = (lse - logits[:, :1]).sum()
+    weights = (logits - lse).exp_().mul_(scale)
+    weights[:, 0] -= scale
+    return weights, nll
 
 
 def choice_step(
     opt_u: RowAdagrad,
     opt_v: RowAdagrad,
     users: Tensor,
-    positives: Tensor,
-    negatives: Tensor,
+    items: Tensor,
     reg: float,
     lr: float,
     alternating: bool = True,
     reduce_v: Callable[[Tensor], None] | None = None,
 ) -> Tensor:
-    """One AdaGrad step on a batch of choice examples (the gradients of the module docstring).
+    r"""One AdaGrad step on a batch of choice examples (the gradients of the module docstring).
+
+    The observed and the unobserved items of an example are one row of ``items``: one gather of
+    their factors, one batched product for the scores, the user gradient
+    :math:`\sum_m w_m V_{i_m}` as a weighted ``embedding_bag`` (no ``(B, 1 + L, K)`` product)
+    and the item gradients :math:`w_m U_u` summed per row by :meth:`RowAdagrad.accumulate_outer`.
 
     Args:
         opt_u: AdaGrad state of the user factors.
         opt_v: AdaGrad state of the item factors.
         users: ``(B,)`` user ids.
-        positives: ``(B,)`` observed items.
-        negatives: ``(B, L)`` unobserved items.
+        items: ``(B, 1 + L)`` item ids: the observed item of each example, then its ``L``
+            unobserved ones.
         reg: Penalty weight ``lambda``.
         lr: Learning rate of this step.
         alternating: Step on ``U`` first and recompute the gradients of ``V`` with the new
@@ -194,30 +240,30 @@ def choice_step(
         penalty (a 0-d tensor on the device; no host sync).
     """
     U, V = opt_u.table, opt_v.table
-    scale = 1.0 / users.shape[0]
+    n, dim = users.shape[0], U.shape[1]
+    scale = 1.0 / n
     decay = reg * scale
-    u, vp, vn = U[users], V[positives], V[negatives]
-    g_pos, g_neg, nll = _choice_weights(u, vp, vn, scale)
-    grad_u = (g_neg.unsqueeze(-1) * vn).sum(1).addcmul_(g_pos, vp).add_(u, alpha=decay)
-    opt_u.step(users, grad_u, lr)
+    flat = items.reshape(-1)
+    # index_select: several times faster than advanced indexing for row gathers on CPU.
+    u = U.index_select(0, users)
+    v = V.index_select(0, flat).view(n, -1, dim)
+    weights, nll = _choice_weights(u, v, scale)
+    grad_u = F.embedding_bag(items, V, per_sample_weights=weights, mode="sum")
+    opt_u.step(users, grad_u.add_(u, alpha=decay), lr)
     if alternating:
         # V has not moved: only the user rows are read again.
-        u = U[users]
-        g_pos, g_neg, _ = _choice_weights(u, vp, vn, scale)
-    flat = negatives.reshape(-1)
-    opt_v.accumulate(positives, torch.addcmul(vp * decay, g_pos, u))
-    opt_v.accumulate(flat, (g_neg.unsqueeze(-1) * u.unsqueeze(1)).reshape(flat.shape[0], -1))
-    # The penalty's gradient on the negatives, lambda / B * V_j per occurrence, is added per
-    # row from occurrence counts instead of per occurrence.
+        u = U.index_select(0, users)
+        weights, _ = _choice_weights(u, v, scale)
+    opt_v.accumulate_outer(items, weights, u)
+    # The penalty's gradient, lambda / B * V_j per occurrence, is added per row from
+    # occurrence counts instead of per occurrence.
     opt_v.accumulate_decay(flat, decay)
     if reduce_v is not None:
         opt_v.reduce_pending()
         reduce_v(opt_v.grad)
         opt_v.apply(None, lr)
-    elif (positives.shape[0] + flat.shape[0]) * 4 >= V.shape[0]:
-        opt_v.apply(None, lr)
     else:
-        opt_v.apply(torch.cat([positives, flat]), lr)
+        opt_v.apply(flat, lr)
     return nll
 
 
@@ -238,6 +284,7 @@ def hardest_negatives(U: Tensor, V: Tensor, users: Tensor, candidates: Tensor, n
     Returns:
         ``(B, n)`` item ids.
     """
-    scores = torch.bmm(V[candidates], U[users].unsqueeze(-1)).squeeze(-1)
+    vc = V.index_select(0, candidates.reshape(-1)).view(*candidates.shape, -1)
+    scores = torch.bmm(vc, U.index_select(0, users).unsqueeze(-1)).squeeze(-1)
     top = scores.topk(n, dim=-1, sorted=False).indices
     return candidates.gather(-1, top)

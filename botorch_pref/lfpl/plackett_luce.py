@@ -74,36 +74,9 @@ def plackett_luce_nll(
     if reduction not in ("sum", "mean", "none"):
         raise ValueError(f"reduction must be 'sum', 'mean' or 'none', got {reduction!r}.")
     width = scores.shape[-1]
-    positions = torch.arange(width, device=scores.device)
-    fill = torch.finfo(scores.dtype).min
-    if lengths is not None:
-        lengths = torch.as_tensor(lengths, device=scores.device)
-        if lengths.shape != scores.shape[:-1]:
-            raise ValueError(
-                f"lengths must have shape {tuple(scores.shape[:-1])} (the batch shape of "
-                f"scores), got {tuple(lengths.shape)}."
-            )
-        if validate:
-            _check_lengths(lengths, width)
-        valid = positions < lengths.unsqueeze(-1)
-        if validate:
-            _check_finite(scores, valid, "scores")
-        # A very negative finite fill: exp(fill - s) == 0 exactly, and unlike -inf it keeps
-        # the backward pass of logcumsumexp free of NaN.
-        scores = torch.where(valid, scores, torch.full_like(scores, fill))
-        n_stages = lengths - 1
-    else:
-        if validate:
-            _check_finite(scores, None, "scores")
-        n_stages = torch.full(scores.shape[:-1], width - 1, device=scores.device)
+    scores, n_stages = _mask_padding(scores, lengths, validate)
     if top_k is not None:
-        top_k = torch.as_tensor(top_k, device=scores.device)
-        if validate:
-            if top_k.is_floating_point() or top_k.dtype == torch.bool or top_k.is_complex():
-                raise ValueError(f"top_k must be integers, got dtype {top_k.dtype}.")
-            if top_k.numel() > 0 and bool((top_k < 0).any()):
-                raise ValueError(f"top_k must be non-negative, got {top_k.min().item()}.")
-        n_stages = torch.minimum(n_stages, top_k)
+        n_stages = torch.minimum(n_stages, _counted_stages(top_k, scores.device, validate))
     if lengths is None and top_k is None and width == 2:
         # Pairs (the implicit-feedback case): -log sigmoid(s_1 - s_2), the same value, faster.
         nll = torch.nn.functional.softplus(scores[..., 1] - scores[..., 0])
@@ -111,6 +84,41 @@ def plackett_luce_nll(
     # The stage computation is shared with the GP's Ranking likelihood.
     stage_log_prob, _ = plackett_luce_stages(scores, n_stages)
     return _reduce(-stage_log_prob.sum(dim=-1), weights, reduction, validate)
+
+
+def _mask_padding(scores: Tensor, lengths: Tensor | None, validate: bool) -> tuple[Tensor, Tensor]:
+    """The scores with their padding filled, and the number of stages of each ranking."""
+    width = scores.shape[-1]
+    if lengths is None:
+        if validate:
+            _check_finite(scores, None, "scores")
+        return scores, torch.full(scores.shape[:-1], width - 1, device=scores.device)
+    lengths = torch.as_tensor(lengths, device=scores.device)
+    if lengths.shape != scores.shape[:-1]:
+        raise ValueError(
+            f"lengths must have shape {tuple(scores.shape[:-1])} (the batch shape of "
+            f"scores), got {tuple(lengths.shape)}."
+        )
+    if validate:
+        _check_lengths(lengths, width)
+    valid = torch.arange(width, device=scores.device) < lengths.unsqueeze(-1)
+    if validate:
+        _check_finite(scores, valid, "scores")
+    # A very negative finite fill: exp(fill - s) == 0 exactly, and unlike -inf it keeps
+    # the backward pass of logcumsumexp free of NaN.
+    fill = torch.full_like(scores, torch.finfo(scores.dtype).min)
+    return torch.where(valid, scores, fill), lengths - 1
+
+
+def _counted_stages(top_k: int | Tensor, device: torch.device, validate: bool) -> Tensor:
+    """``top_k`` as a tensor of non-negative integers."""
+    top_k = torch.as_tensor(top_k, device=device)
+    if validate:
+        if top_k.is_floating_point() or top_k.dtype == torch.bool or top_k.is_complex():
+            raise ValueError(f"top_k must be integers, got dtype {top_k.dtype}.")
+        if top_k.numel() > 0 and bool((top_k < 0).any()):
+            raise ValueError(f"top_k must be non-negative, got {top_k.min().item()}.")
+    return top_k
 
 
 def _reduce(nll: Tensor, weights: Tensor | None, reduction: str, validate: bool) -> Tensor:

@@ -17,7 +17,33 @@ from torch import Tensor
 __all__ = ["DyadRankings"]
 
 
-class DyadRankings:
+class TensorRecords:
+    """Base of the id-tensor containers: the length, the device and a one-line ``repr``.
+
+    A subclass names the tensor whose first dimension counts its records (``_anchor``) and the
+    numbers its ``repr`` shows (``_summary``).
+    """
+
+    def _anchor(self) -> Tensor:
+        raise NotImplementedError
+
+    def _summary(self) -> dict[str, object]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return int(self._anchor().shape[0])
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={value}" for name, value in self._summary().items())
+        return f"{type(self).__name__}({fields}, device={self.device})"
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the tensors."""
+        return self._anchor().device
+
+
+class DyadRankings(TensorRecords):
     """Rankings of dyads ``(row id, column id)`` in preference order.
 
     Example:
@@ -155,19 +181,16 @@ class DyadRankings:
             )
 
     # ------------------------------------------------------------------ views
-    def __len__(self) -> int:
-        return int(self.rows.shape[0])
+    def _anchor(self) -> Tensor:
+        return self.rows
 
-    def __repr__(self) -> str:
-        return (
-            f"DyadRankings(n_rankings={len(self)}, max_length={self.max_length}, "
-            f"n_rows={self.n_rows}, n_cols={self.n_cols}, device={self.device})"
-        )
-
-    @property
-    def device(self) -> torch.device:
-        """The device of the tensors."""
-        return self.rows.device
+    def _summary(self) -> dict[str, object]:
+        return {
+            "n_rankings": len(self),
+            "max_length": self.max_length,
+            "n_rows": self.n_rows,
+            "n_cols": self.n_cols,
+        }
 
     @property
     def max_length(self) -> int:

@@ -46,7 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "batch_size": 4096,
     "lr": 0.1,
     "reg": 0.03,
-    "method": "alternating",
+    "method": "joint",
     "negatives": "uniform",
     "lr_schedule": "constant",
     "init_scale": 0.1,
@@ -106,7 +106,8 @@ class LFPLRecommender:
             batch_size: Interactions per step.
             lr: AdaGrad learning rate.
             reg: Penalty weight ``lambda``.
-            method: ``"alternating"`` (the LFPL paper's) or ``"joint"``.
+            method: ``"joint"`` or ``"alternating"`` (the LFPL paper's; see
+                :func:`fit_implicit`).
             negatives: ``"uniform"`` or ``"hard"`` (see :func:`fit_implicit`).
             lr_schedule: ``"constant"`` or ``"linear"``.
             init_scale: Standard deviation of the initial factors.

@@ -33,8 +33,9 @@ import math
 import numbers
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -122,22 +123,7 @@ def fit_lfpl(
     if not isinstance(rankings, DyadRankings):
         raise TypeError(f"rankings must be DyadRankings, got {type(rankings).__name__}.")
     model._check_sizes(rankings)
-    if isinstance(validation, (int, float)) and not isinstance(validation, bool):
-        if not 0.0 < validation < 1.0:
-            raise ValueError(
-                f"validation as a fraction must lie in (0, 1), got {validation!r} (pass None "
-                "to train without a validation set)."
-            )
-        rankings, validation = rankings.split(float(validation), seed=seed)
-    elif isinstance(validation, DyadRankings):
-        model._check_sizes(validation)
-    elif validation is not None:
-        raise TypeError(
-            "validation must be DyadRankings, a fraction in (0, 1) or None, got "
-            f"{type(validation).__name__}."
-        )
-    if len(rankings) == 0:
-        raise ValueError("no training rankings.")
+    rankings, validation = _split_validation(model, rankings, validation, seed)
     device = model.U.device
     train = rankings.to(device)
     n = len(train)
@@ -146,13 +132,7 @@ def fit_lfpl(
     generator = torch.Generator(device=device).manual_seed(seed)
 
     def batches(epoch: int) -> Iterable[tuple[Tensor, ...]]:
-        order = torch.randperm(n, device=device, generator=generator)
-        for start in range(0, n, batch_size):
-            idx = order[start : start + batch_size]
-            lengths = train.lengths[idx]
-            # Trim the padding to the longest ranking of the batch (host sync once per batch).
-            width = train.max_length if idx.numel() == n else int(lengths.max())
-            yield train.rows[idx, :width], train.cols[idx, :width], lengths
+        return _ranking_batches(train, batch_size, generator)
 
     def batch_loss(U: Tensor, V: Tensor, batch: tuple[Tensor, ...]) -> Tensor:
         rows, cols, lengths = batch
@@ -160,11 +140,7 @@ def fit_lfpl(
 
     val_loss = None
     if validation is not None and len(validation) > 0:
-        val = validation.to(device)
-
-        def val_loss() -> float:
-            return _chunked_mean_nll(model, val)
-
+        val_loss = partial(_chunked_mean_nll, model, validation.to(device))
     with lfpl_threads(threads, device):
         result = _train(
             model,
@@ -183,6 +159,43 @@ def fit_lfpl(
         )
     model.mark_seen(train)
     return result
+
+
+def _split_validation(
+    model: LFPL, rankings: DyadRankings, validation: object, seed: int
+) -> tuple[DyadRankings, DyadRankings | None]:
+    """The training and validation rankings of :func:`fit_lfpl` from its ``validation``."""
+    if isinstance(validation, (int, float)) and not isinstance(validation, bool):
+        if not 0.0 < validation < 1.0:
+            raise ValueError(
+                f"validation as a fraction must lie in (0, 1), got {validation!r} (pass None "
+                "to train without a validation set)."
+            )
+        rankings, validation = rankings.split(float(validation), seed=seed)
+    elif isinstance(validation, DyadRankings):
+        model._check_sizes(validation)
+    elif validation is not None:
+        raise TypeError(
+            "validation must be DyadRankings, a fraction in (0, 1) or None, got "
+            f"{type(validation).__name__}."
+        )
+    if len(rankings) == 0:
+        raise ValueError("no training rankings.")
+    return rankings, validation
+
+
+def _ranking_batches(
+    train: DyadRankings, batch_size: int, generator: torch.Generator
+) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """One epoch of shuffled ``(rows, cols, lengths)`` batches, padding trimmed per batch."""
+    n = len(train)
+    order = torch.randperm(n, device=train.device, generator=generator)
+    for start in range(0, n, batch_size):
+        idx = order[start : start + batch_size]
+        lengths = train.lengths[idx]
+        # Trim the padding to the longest ranking of the batch (host sync once per batch).
+        width = train.max_length if idx.numel() == n else int(lengths.max())
+        yield train.rows[idx, :width], train.cols[idx, :width], lengths
 
 
 def inverse_occurrence_weights(ids: Tensor, size: int, n: int, dtype: torch.dtype) -> Tensor:
@@ -304,6 +317,78 @@ def _make_optimizers(
     return [(make([model.U, model.V]), "UV")]
 
 
+class _EpochLoop:
+    """The epochs of a fit around its steps: progress bar, loss check, early stopping, result.
+
+    Iterating yields the epoch numbers; after each epoch the fit calls :meth:`end_epoch` with
+    its training loss and stops when it returns ``True``; :meth:`finish` restores the
+    parameters of the best validation epoch and returns the :class:`FitResult`.
+    """
+
+    def __init__(
+        self,
+        model: LFPL,
+        epochs: int,
+        val_loss: Callable[[], float] | None,
+        patience: int,
+        min_delta: float,
+        desc: str,
+        show: bool,
+    ) -> None:
+        from tqdm.auto import tqdm
+
+        self.model, self.val_loss = model, val_loss
+        self.epochs, self.patience, self.min_delta = epochs, patience, min_delta
+        self.result = FitResult()
+        self.best, self.waited = math.inf, 0
+        self.best_state: dict[str, Tensor] | None = None
+        self.start = time.perf_counter()
+        self.bar = tqdm(range(epochs), desc=desc, disable=not show)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.bar)
+
+    def end_epoch(self, epoch: int, epoch_loss: float) -> bool:
+        """Record the epoch's training loss and validate; whether to stop (early)."""
+        if not math.isfinite(epoch_loss):
+            raise ValueError(
+                f"the training loss became {epoch_loss} at epoch {epoch}: lower lr or raise reg."
+            )
+        result = self.result
+        result.train_loss.append(epoch_loss)
+        result.epochs_run = epoch + 1
+        postfix = {"loss": f"{epoch_loss:.4f}"}
+        stop = False
+        if self.val_loss is not None:
+            self.model.eval()
+            current = self.val_loss()
+            self.model.train()
+            result.val_loss.append(current)
+            postfix["val"] = f"{current:.4f}"
+            if current < self.best - self.min_delta:
+                self.best, self.waited, result.best_epoch = current, 0, epoch
+                self.best_state = copy.deepcopy(self.model.state_dict())
+            else:
+                self.waited += 1
+                stop = self.waited >= self.patience
+                result.stopped_early = stop and epoch + 1 < self.epochs
+        self.bar.set_postfix(postfix)
+        return stop
+
+    def finish(self) -> FitResult:
+        """Close the bar, restore the best state (with validation) and return the result."""
+        self.bar.close()
+        result = self.result
+        if self.best_state is not None:
+            self.model.load_state_dict(self.best_state)
+        elif self.val_loss is None:
+            result.best_epoch = result.epochs_run - 1
+        self.model.eval()
+        result.seconds = time.perf_counter() - self.start
+        result.threads = torch.get_num_threads()
+        return result
+
+
 def _train(
     model: LFPL,
     batches: Callable[[int], Iterable[Any]],
@@ -320,18 +405,12 @@ def _train(
     progress: bool,
     desc: str,
 ) -> FitResult:
-    """The epoch loop shared by the ranking and the implicit-feedback fits."""
-    from tqdm.auto import tqdm
-
+    """The autograd epoch loop shared by the ranking and the implicit-feedback fits."""
     optimizers = _make_optimizers(model, method, optimizer, lr, sparse)
-    result = FitResult()
-    best = math.inf
-    best_state: dict[str, Tensor] | None = None
-    waited = 0
-    start = time.perf_counter()
-    bar = tqdm(range(epochs), desc=desc, disable=not (progress and sys.stderr.isatty()))
+    show = progress and sys.stderr.isatty()
+    loop = _EpochLoop(model, epochs, val_loss, patience, min_delta, desc, show)
     model.train()
-    for epoch in bar:
+    for epoch in loop:
         total = torch.zeros((), dtype=model.U.dtype, device=model.U.device)
         n_batches = 0
         for batch in batches(epoch):
@@ -346,35 +425,6 @@ def _train(
                     opt.step()
             total += loss.detach()
             n_batches += 1
-        epoch_loss = float(total) / max(n_batches, 1)
-        if not math.isfinite(epoch_loss):
-            raise ValueError(
-                f"the training loss became {epoch_loss} at epoch {epoch}: lower lr or raise reg."
-            )
-        result.train_loss.append(epoch_loss)
-        result.epochs_run = epoch + 1
-        postfix = {"loss": f"{epoch_loss:.4f}"}
-        if val_loss is not None:
-            model.eval()
-            current = val_loss()
-            model.train()
-            result.val_loss.append(current)
-            postfix["val"] = f"{current:.4f}"
-            if current < best - min_delta:
-                best, waited, result.best_epoch = current, 0, epoch
-                best_state = copy.deepcopy(model.state_dict())
-            else:
-                waited += 1
-                if waited >= patience:
-                    result.stopped_early = epoch + 1 < epochs
-                    break
-        bar.set_postfix(postfix)
-    bar.close()
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    elif val_loss is None:
-        result.best_epoch = result.epochs_run - 1
-    model.eval()
-    result.seconds = time.perf_counter() - start
-    result.threads = torch.get_num_threads()
-    return result
+        if loop.end_epoch(epoch, float(total) / max(n_batches, 1)):
+            break
+    return loop.finish()
