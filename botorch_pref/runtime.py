@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 import torch
 
-__all__ = ["USER_SETTINGS", "add_command", "default_threads", "entry_threads"]
+__all__ = ["USER_SETTINGS", "add_command", "default_threads", "entry_threads", "positive_int"]
 
 #: Environment variables by which a user chooses the thread count.
 USER_SETTINGS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -101,3 +101,18 @@ def add_command(
         The command's parser, to add arguments to.
     """
     return subparsers.add_parser(name, help=help, description=description)
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: the integer ``text`` names, which must be at least 1.
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is not an integer, or is below 1.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from botorch_pref.lfpl.runtime import lfpl_threads, reexec_with_passive_openmp
-from botorch_pref.runtime import add_command
+from botorch_pref.runtime import add_command, positive_int
 
 __all__ = ["register"]
 
@@ -178,15 +178,7 @@ def _common(parser: argparse.ArgumentParser, progress_flag: bool = True) -> None
 
 
 def _threads(text: str) -> int | str:
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'auto' or a number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1 thread, got {value}")
-    return value
+    return text if text == "auto" else positive_int(text)
 
 
 def _device(name: str) -> torch.device:

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_pref.lfpl.collectives import GroupSync
 from botorch_pref.lfpl.evaluation import (
     EvaluationResult,
     ItemScorer,
@@ -289,8 +290,6 @@ def _fit_fused(
     s: _Settings,
     process_group: Any,
 ) -> FitResult:
-    from botorch_pref.lfpl.distributed import GroupSync
-
     sync = GroupSync(process_group, model.U.device) if process_group is not None else None
     n_local = len(data)
     # Every process takes the same number of steps per epoch (collectives must match).

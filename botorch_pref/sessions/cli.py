@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from botorch_pref.runtime import add_command
+from botorch_pref.runtime import add_command, positive_int
 from botorch_pref.sessions.errors import one_line
 from botorch_pref.sessions.terminal import (
     Command,
@@ -43,17 +43,6 @@ from botorch_pref.sessions.terminal import (
 )
 
 __all__ = ["Command", "format_options", "load_renderer", "parse_command", "register", "run_loop"]
-
-
-def _positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -85,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="MODULE:FUNCTION",
         help="function(query) -> str printed under each query (module or file.py path)",
     )
-    run.add_argument("--max-answers", type=_positive_int, help="stop after this many")
+    run.add_argument("--max-answers", type=positive_int, help="stop after this many")
     status_help = "show a session's progress, pending query and best"
     _add(sub, "status", _with_session(cmd_status), status_help)
     ex = _add(sub, "export", _with_session(cmd_export), "export a session to CSV or JSON")
