@@ -71,6 +71,15 @@ class ServerProcess:
         self.proc.wait(timeout=60)
 
 
+def _running(pid: int) -> bool:
+    """Whether a process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 @pytest.fixture
 def servers():
     started: list[ServerProcess] = []
@@ -120,6 +129,8 @@ def test_sigkill_while_answering_loses_and_duplicates_nothing(tmp_path, servers)
     url = servers[0].url
     with httpx.Client(base_url=url, headers={"authorization": f"Bearer {ADMIN}"}) as c:
         tokens = links(c.get("/admin").text)
+        workers = c.get("/admin/status.json").json()["worker_pids"]
+    assert workers and servers[0].proc.pid not in workers
     successes: dict[str, list] = {name: [] for name in names}
     stop = threading.Event()
     threads = [
@@ -137,6 +148,11 @@ def test_sigkill_while_answering_loses_and_duplicates_nothing(tmp_path, servers)
     for t in threads:
         t.join(timeout=120)
     assert sum(len(v) for v in successes.values()) > 20
+    for _ in range(1200):  # bounded: the worker processes end with the server
+        if not any(_running(pid) for pid in workers):
+            break
+        time.sleep(0.05)
+    assert not any(_running(pid) for pid in workers), "a worker outlived the killed server"
 
     pending = {}
     for name in names:

@@ -74,3 +74,32 @@ def wait_for_query(client: httpx.Client, token: str, tries: int = 1200) -> str:
 def links(html: str) -> list[str]:
     """Every answer-link token on the admin page."""
     return re.findall(r'href="/a/([^"]+)"', html)
+
+
+# Functions the tests run on a worker process's session (sent by name: module level).
+def answered(session) -> int:
+    """The session's number of standing answers."""
+    return session.progress().answered
+
+
+def session_name(session) -> str:
+    """The session's name."""
+    return session.name
+
+
+def hold(session, busy: str, release: str) -> None:
+    """Keep the session's worker busy: create the file ``busy``, wait (bounded) for ``release``."""
+    Path(busy).touch()
+    for _ in range(2400):
+        if Path(release).exists():
+            return
+        time.sleep(0.05)
+
+
+def wait_until(condition, tries: int = 12000, pause: float = 0.01) -> None:
+    """Poll ``condition()`` until it holds (bounded)."""
+    for _ in range(tries):
+        if condition():
+            return
+        time.sleep(pause)
+    raise AssertionError("the condition did not come true in time")
