@@ -335,6 +335,31 @@ def test_results_view_images_and_exports(tmp_path):
         assert c.get("/admin/s/99/export.csv").status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("strategy", "q", "answers"),
+    [
+        ("eubo", 2, ["winner", "tie", "winner", "winner"]),  # a "no preference" answer
+        ("qeubo", 3, ["winner", "winner", "winner"]),  # choices among three options
+    ],
+)
+def test_results_view_without_pairwise_answers(tmp_path, strategy, q, answers):
+    """Ties and choices among q > 2 options: the page says why there is no graph, no error."""
+    path = tmp_path / "c.db"
+    Session.create(path, "dave", {"x": (0, 1), "y": (0, 1)}, strategy, q, 0, n_initial=2).close()
+    with Session.open(path, "dave") as s:
+        for i, kind in enumerate(answers):
+            query = s.ask()
+            s.answer(query.id, tie=True) if kind == "tie" else s.answer(query.id, winner=i % q)
+    with ThreadServer(path) as server, server.client(admin=True) as c:
+        page = c.get("/admin/s/1")
+        assert page.status_code == 200
+        assert "diagnostics cover pairwise answers only" in page.text
+        assert "graph.png" not in page.text and "utility.png" in page.text
+        assert c.get("/admin/s/1/graph.png").status_code == 404
+        r = c.get("/admin/s/1/utility.png")
+        assert r.status_code == 200 and r.content.startswith(b"\x89PNG")
+
+
 def test_a_database_created_by_the_page(tmp_path):
     path = tmp_path / "new.db"
     with ThreadServer(path) as server, server.client(admin=True) as c:
