@@ -25,7 +25,7 @@ from botorch_pref.web.held import recommendation
 from botorch_pref.web.nonces import NonceStatus, NonceStore
 from botorch_pref.web.renderers import RendererSet, default_renderer, render_colour, to_rendered
 from botorch_pref.web.tokens import TokenStore
-from botorch_pref.web.workers import Preparer
+from botorch_pref.web.workers import Preparer, worker_threads
 from tests.test_web_crash import ServerProcess, _free_port
 from tests.test_web_helpers import (
     ADMIN,
@@ -170,6 +170,17 @@ def test_idle_sessions_leave_memory_and_come_back(tmp_path):
         assert preparer.prepared("b").query_id is not None
     with Session.open(path, "b") as s:
         assert s.pending() is not None  # the worker stored b's query
+
+
+def test_worker_threads_share_out_the_cores(monkeypatch):
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    cores = len(os.sched_getaffinity(0))
+    assert worker_threads(1) == cores
+    assert worker_threads(2) == max(1, cores // 2)
+    assert worker_threads(cores + 5) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's choice stands
+    assert worker_threads(2) is None
 
 
 def test_a_worker_process_that_dies_is_replaced(tmp_path):

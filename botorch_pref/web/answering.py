@@ -125,8 +125,9 @@ async def answer_page(request: Request) -> Response:
         The page.
     """
     state = web_state(request)
-    record = await run_in_threadpool(annotator, state, request.path_params["token"])
-    context = await run_in_threadpool(answer_context, state, record)
+    token = request.path_params["token"]
+    context = await run_in_threadpool(lambda: answer_context(state, annotator(state, token)))
+    record = context["record"]
     if context["preparing"] and await _prepared_in_time(state, record.name):
         context = await run_in_threadpool(answer_context, state, record)
     return _render(state, context)
@@ -185,6 +186,9 @@ async def _post(
 ) -> Response:
     """A POST of the answering page: its nonce, one write, the next query queued, the page.
 
+    The token, the nonce and the write are checked and made in one thread: the request waits
+    for nothing but the one short transaction.
+
     Args:
         request: The request.
         write: The write; ``False`` when it did nothing (the page says ``refused``).
@@ -196,22 +200,21 @@ async def _post(
     """
     state = web_state(request)
     token = request.path_params["token"]
-    record = await run_in_threadpool(annotator, state, token)
     form = await read_form(request)
-    notice = refused
-    if check_nonce(state, f"s{record.id}", form.get("nonce")) is NonceStatus.REPLAYED:
-        notice = replayed
-    else:
 
-        def run() -> bool:
-            with state.open(record.name) as s:
-                if not write(s, form):
-                    return False
-            state.preparer.prepare(record.name)
-            return True
+    def run() -> tuple[WebSession, str]:
+        record = annotator(state, token)
+        if check_nonce(state, f"s{record.id}", form.get("nonce")) is NonceStatus.REPLAYED:
+            return record, replayed
+        with state.open(record.name) as s:
+            if not write(s, form):
+                return record, refused
+        state.preparer.prepare(record.name)
+        return record, ""
 
-        if await run_in_threadpool(run):
-            return RedirectResponse(f"/a/{token}", status_code=303)
+    record, notice = await run_in_threadpool(run)
+    if not notice:
+        return RedirectResponse(f"/a/{token}", status_code=303)
     context = await run_in_threadpool(answer_context, state, record)
     return _render(state, context, notice=notice, status=409)
 

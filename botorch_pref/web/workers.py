@@ -10,7 +10,8 @@ holds the session's :class:`~botorch_pref.sessions.Session` and so its model, re
 incrementally from the stored answers (see :mod:`botorch_pref.web.held`). Generating a query
 is many small torch operations driven from Python; in processes, workers run on separate
 cores instead of taking turns on one interpreter lock, and the server process that answers
-the requests is not slowed by them. A worker process that dies is replaced on its next use.
+the requests is not slowed by them; each worker gets its share of the cores as torch threads
+(:func:`worker_threads`). A worker process that dies is replaced on its next use.
 Writes (answers, undo) do not go through the workers: requests make them on their own
 short-lived connections, under SQLite's write lock, in one short transaction.
 """
@@ -27,13 +28,32 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from botorch_pref.runtime import default_threads
+from botorch_pref.runtime import USER_SETTINGS
 from botorch_pref.web import held
 from botorch_pref.web.held import Prepared
 
-__all__ = ["Prepared", "Preparer"]
+__all__ = ["Prepared", "Preparer", "worker_threads"]
 
 T = TypeVar("T")
+
+
+def worker_threads(workers: int) -> int | None:
+    """torch's intra-op threads in each worker process: the cores shared out among them.
+
+    Args:
+        workers: Number of worker processes.
+
+    Returns:
+        At least 1, or ``None`` (torch's own setting) when the user chose one in the
+        environment (``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS``).
+    """
+    if any(os.environ.get(name) for name in USER_SETTINGS):
+        return None
+    if hasattr(os, "sched_getaffinity"):
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
+    return max(1, cores // workers)
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -54,8 +74,8 @@ def _context() -> multiprocessing.context.BaseContext:
 class _Worker:
     """One worker process (started again when it died)."""
 
-    def __init__(self, path: str, idle_s: float, server: Connection) -> None:
-        self._args = (path, idle_s, default_threads(), server)
+    def __init__(self, path: str, idle_s: float, threads: int | None, server: Connection) -> None:
+        self._args = (path, idle_s, threads, server)
         self._lock = threading.Lock()
         self._executor = self._start()
 
@@ -100,7 +120,8 @@ class Preparer:
         # The workers watch the reading end; only this process holds the writing end, so
         # they exit when it closes: at close(), or when the server dies (even by SIGKILL).
         self._alive_r, self._alive_w = _context().Pipe(duplex=False)
-        self._workers = [_Worker(self.path, idle_s, self._alive_r) for _ in range(workers)]
+        threads = worker_threads(workers)
+        self._workers = [_Worker(self.path, idle_s, threads, self._alive_r) for _ in range(workers)]
         self._lock = threading.Lock()
         self._running: dict[str, Future[Prepared]] = {}
         self._prepared: dict[str, Prepared] = {}
