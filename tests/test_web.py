@@ -21,6 +21,7 @@ from tests.test_web_helpers import (
     links,
     nonces,
     query_id,
+    quick_session,
     wait_for_query,
     wait_until,
 )
@@ -38,17 +39,7 @@ def served(tmp_path_factory):
     """Two sessions (random strategy, fast queries) in one file, served."""
     path = tmp_path_factory.mktemp("web") / "study.db"
     for name in ("alice", "bob"):
-        Session.create(  # no refits: quick queries
-            path,
-            name,
-            {"x": (0, 1), "y": (-2, 2)},
-            "random",
-            2,
-            0,
-            budget=6,
-            refit_all_until=0,
-            refit_every=1000,
-        ).close()
+        quick_session(path, name, {"x": (0, 1), "y": (-2, 2)}, budget=6)
     with ThreadServer(path) as server:
         with server.client(admin=True) as admin:
             page = admin.get("/admin").text
@@ -410,9 +401,7 @@ def test_a_busy_database_gets_503_and_nothing_written(tmp_path):
     import sqlite3
 
     path = tmp_path / "busy.db"
-    Session.create(
-        path, "s", {"x": (0, 1)}, "random", 2, 0, refit_all_until=0, refit_every=1000
-    ).close()
+    quick_session(path, "s")
     with ThreadServer(path, db_timeout=0.2) as server, server.client(admin=True) as c:
         token = links(c.get("/admin").text)[0]
         page = wait_for_query(c, token)
@@ -441,9 +430,7 @@ def test_preparing_page_refreshes_itself_until_the_query_is_ready(tmp_path):
     import threading
 
     path = tmp_path / "prep.db"
-    Session.create(
-        path, "s", {"x": (0, 1)}, "random", 2, 0, refit_all_until=0, refit_every=1000
-    ).close()
+    quick_session(path, "s")
     busy, release = tmp_path / "busy", tmp_path / "release"
     with ThreadServer(path, wait_s=0.2) as server, server.client(admin=True) as c:
         token = links(c.get("/admin").text)[0]
@@ -468,9 +455,7 @@ def test_preparing_page_refreshes_itself_until_the_query_is_ready(tmp_path):
 def test_the_page_waits_for_the_next_query(tmp_path):
     """After an answer, the page's request waits for the worker instead of saying "preparing"."""
     path = tmp_path / "wait.db"
-    Session.create(
-        path, "s", {"x": (0, 1)}, "random", 2, 0, refit_all_until=0, refit_every=1000
-    ).close()
+    quick_session(path, "s")
     with ThreadServer(path, wait_s=120.0) as server, server.client(admin=True) as c:
         token = links(c.get("/admin").text)[0]
         for _ in range(3):

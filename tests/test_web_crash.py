@@ -20,7 +20,7 @@ if os.environ.get("CI") != "true":
 import httpx
 
 from botorch_pref.sessions import Session
-from tests.test_web_helpers import ADMIN, links, nonces, query_id
+from tests.test_web_helpers import ADMIN, links, nonces, query_id, quick_session
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,16 +115,7 @@ def test_sigkill_while_answering_loses_and_duplicates_nothing(tmp_path, servers)
     path = tmp_path / "crash.db"
     names = ("p1", "p2")
     for name in names:
-        Session.create(  # no refits: quick queries, so many answers are in flight
-            path,
-            name,
-            {"x": (0, 1), "y": (0, 1)},
-            "random",
-            2,
-            0,
-            refit_all_until=0,
-            refit_every=1000,
-        ).close()
+        quick_session(path, name, {"x": (0, 1), "y": (0, 1)})  # many answers in flight
     servers.append(ServerProcess(path))
     url = servers[0].url
     with httpx.Client(base_url=url, headers={"authorization": f"Bearer {ADMIN}"}) as c:

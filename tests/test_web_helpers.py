@@ -10,9 +10,25 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from botorch_pref.sessions import Session
 from botorch_pref.web.app import WebConfig, create_app
 
 ADMIN = "admin-token-for-tests"
+
+
+def quick_session(path: Path, name: str, parameters: dict | None = None, **options) -> None:
+    """Create a session whose queries are quick: random options, no refits."""
+    Session.create(
+        path,
+        name,
+        parameters or {"x": (0, 1)},
+        "random",
+        2,
+        0,
+        refit_all_until=0,
+        refit_every=1000,
+        **options,
+    ).close()
 
 
 class ThreadServer:

@@ -31,6 +31,7 @@ from tests.test_web_helpers import (
     ADMIN,
     answered,
     links,
+    quick_session,
     session_name,
     wait_for_query,
     wait_until,
@@ -152,9 +153,7 @@ def test_tokens_persist_in_the_database(tmp_path):
 def test_idle_sessions_leave_memory_and_come_back(tmp_path):
     path = tmp_path / "idle.db"
     for name in ("a", "b"):
-        Session.create(
-            path, name, {"x": (0, 1)}, "random", 2, 0, refit_all_until=0, refit_every=1000
-        ).close()
+        quick_session(path, name)
     with Session.open(path, "a") as s:
         s.answer(s.ask().id, winner=0)
     with Preparer(path, workers=2, idle_s=3600.0) as preparer:
@@ -185,9 +184,7 @@ def test_worker_threads_share_out_the_cores(monkeypatch):
 
 def test_a_worker_process_that_dies_is_replaced(tmp_path):
     path = tmp_path / "dies.db"
-    Session.create(
-        path, "a", {"x": (0, 1)}, "random", 2, 0, refit_all_until=0, refit_every=1000
-    ).close()
+    quick_session(path, "a")
     with Preparer(path, workers=1) as preparer:
         (pid,) = preparer.worker_pids()
         assert pid != os.getpid()

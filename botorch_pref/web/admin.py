@@ -43,14 +43,7 @@ _MAX_PARAMS = 50
 
 
 async def admin_login(request: Request) -> Response:
-    """GET ``/admin/login?token=``: check the admin token and keep it in a cookie.
-
-    Args:
-        request: The request.
-
-    Returns:
-        A redirect to ``/admin``.
-    """
+    """GET ``/admin/login?token=``: check the admin token and keep it in a cookie."""
     state = web_state(request)
     if not same_token(request.query_params.get("token"), state.config.admin_token):
         raise HTTPProblem(403, "Wrong admin token.")
@@ -104,14 +97,7 @@ def _admin_context(
 
 
 async def admin_page(request: Request) -> Response:
-    """GET ``/admin``: the sessions and the create form.
-
-    Args:
-        request: The request.
-
-    Returns:
-        The page.
-    """
+    """GET ``/admin``: the sessions and the create form."""
     state = web_state(request)
     require_admin(state, request)
     context = await run_in_threadpool(_admin_context, state)
@@ -207,14 +193,7 @@ def create_session(state: WebState, form: dict[str, str]) -> WebSession:
 
 
 async def admin_create(request: Request) -> Response:
-    """POST ``/admin/sessions``: create a session and its answer link.
-
-    Args:
-        request: The request (the create form with its ``nonce``).
-
-    Returns:
-        A redirect to the new session's results view, or the form again with the error.
-    """
+    """POST ``/admin/sessions``: create a session and its answer link."""
     state = web_state(request)
     require_admin(state, request)
     form = await read_form(request)
@@ -235,14 +214,7 @@ async def admin_create(request: Request) -> Response:
 
 
 async def admin_status(request: Request) -> Response:
-    """GET ``/admin/status.json``: sessions held in memory, preparations, worker processes.
-
-    Args:
-        request: The request.
-
-    Returns:
-        ``{"sessions_in_memory", "preparing", "worker_pids"}``.
-    """
+    """GET ``/admin/status.json``: sessions held in memory, preparations, worker processes."""
     state = web_state(request)
     require_admin(state, request)
     live = await run_in_threadpool(state.preparer.live_sessions)

@@ -116,14 +116,7 @@ async def _prepared_in_time(state: WebState, name: str) -> bool:
 
 
 async def answer_page(request: Request) -> Response:
-    """GET ``/a/<token>``: the pending query, or "preparing the next question".
-
-    Args:
-        request: The request.
-
-    Returns:
-        The page.
-    """
+    """GET ``/a/<token>``: the pending query, or "preparing the next question"."""
     state = web_state(request)
     token = request.path_params["token"]
     context = await run_in_threadpool(lambda: answer_context(state, annotator(state, token)))
@@ -220,24 +213,10 @@ async def _post(
 
 
 async def answer_post(request: Request) -> Response:
-    """POST ``/a/<token>/answer``: record the answer, queue the next query, back to the page.
-
-    Args:
-        request: The request (``nonce``, ``query_id``, ``choice``).
-
-    Returns:
-        The response.
-    """
+    """POST ``/a/<token>/answer``: record the answer, queue the next query, back to the page."""
     return await _post(request, _answer, ALREADY_ANSWERED, ALREADY_ANSWERED)
 
 
 async def undo_post(request: Request) -> Response:
-    """POST ``/a/<token>/undo``: retract the last answer; its query is asked again.
-
-    Args:
-        request: The request (``nonce``).
-
-    Returns:
-        The response.
-    """
+    """POST ``/a/<token>/undo``: retract the last answer; its query is asked again."""
     return await _post(request, _undo, "That undo was already done.", "There is nothing to undo.")

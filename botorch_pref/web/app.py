@@ -61,26 +61,12 @@ __all__ = ["ADMIN_COOKIE", "DEFAULT_PROMPT", "WebConfig", "create_app"]
 
 
 async def home(request: Request) -> Response:
-    """GET ``/``: what this server is; it lists nothing.
-
-    Args:
-        request: The request.
-
-    Returns:
-        The page.
-    """
+    """GET ``/``: what this server is; it lists nothing."""
     return web_state(request).render("home.html")
 
 
 async def static(request: Request) -> Response:
-    """GET ``/static/<name>``: one of the two bundled files, from memory.
-
-    Args:
-        request: The request.
-
-    Returns:
-        The file.
-    """
+    """GET ``/static/<name>``: one of the two bundled files, from memory."""
     state = web_state(request)
     name = request.path_params["name"]
     if name not in STATIC:

@@ -23,6 +23,12 @@ from botorch_pref.web.tokens import WebSession
 __all__ = ["export", "graph_png", "results_context", "results_page", "utility_png"]
 
 
+async def _admin_request(request: Request) -> tuple[WebState, WebSession]:
+    """The state and the record of the session an admin route names (admin token needed)."""
+    state = web_state(request)
+    return state, await run_in_threadpool(_admin_record, state, request)
+
+
 def _admin_record(state: WebState, request: Request) -> WebSession:
     require_admin(state, request)
     tokens = state.tokens()
@@ -84,23 +90,14 @@ def results_context(state: WebState, record: WebSession) -> dict[str, Any]:
 
 
 async def results_page(request: Request) -> Response:
-    """GET ``/admin/s/<id>``: the results view.
-
-    Args:
-        request: The request.
-
-    Returns:
-        The page.
-    """
-    state = web_state(request)
-    record = await run_in_threadpool(_admin_record, state, request)
+    """GET ``/admin/s/<id>``: the results view."""
+    state, record = await _admin_request(request)
     context = await run_in_threadpool(results_context, state, record)
     return state.render("results.html", **context, link=f"/a/{record.token}")
 
 
 async def _png(request: Request, draw: Any) -> Response:
-    state = web_state(request)
-    record = await run_in_threadpool(_admin_record, state, request)
+    state, record = await _admin_request(request)
     png = await run_in_threadpool(state.preparer.call, record.name, draw)
     if png is None:
         raise HTTPProblem(404, "Nothing to draw yet.")
@@ -108,40 +105,18 @@ async def _png(request: Request, draw: Any) -> Response:
 
 
 async def utility_png(request: Request) -> Response:
-    """GET ``/admin/s/<id>/utility.png``: the learned utility through the recommendation.
-
-    Args:
-        request: The request.
-
-    Returns:
-        The PNG (404 before the first choice).
-    """
+    """GET ``/admin/s/<id>/utility.png``: the learned utility through the recommendation."""
     return await _png(request, plots.utility_png)
 
 
 async def graph_png(request: Request) -> Response:
-    """GET ``/admin/s/<id>/graph.png``: the comparison graph.
-
-    Args:
-        request: The request.
-
-    Returns:
-        The PNG (404 when there is no graph).
-    """
+    """GET ``/admin/s/<id>/graph.png``: the comparison graph."""
     return await _png(request, plots.comparison_graph_png)
 
 
 async def export(request: Request) -> Response:
-    """GET ``/admin/s/<id>/export.csv`` or ``.json``: the session's export as a download.
-
-    Args:
-        request: The request.
-
-    Returns:
-        The file.
-    """
-    state = web_state(request)
-    record = await run_in_threadpool(_admin_record, state, request)
+    """GET ``/admin/s/<id>/export.csv`` or ``.json``: the session's export as a download."""
+    state, record = await _admin_request(request)
     kind = request.path_params["fmt"]
     if kind not in ("csv", "json"):
         raise HTTPProblem(404, "Exports are export.csv and export.json.")
