@@ -18,6 +18,9 @@ Phases (one server process, ``botorch-pref serve`` on a free port of 127.0.0.1):
    until the sessions have left memory and reads the memory again, then opens the results view
    of some answered sessions, which rebuilds them from the database, and times it.
 
+``--query-cpu N`` instead times, in this process, the CPU time of the first ``N`` queries a worker
+prepares along one session (what bounds the time to the next query when many people answer).
+
 Everything is bounded: the run, every request (30 s timeout) and every wait. Output: a summary
 and a JSON file (``--out``, default in the temporary folder that holds the database).
 
@@ -187,9 +190,17 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--idle", type=float, default=20.0, help="the server's --idle seconds")
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between page loads")
     parser.add_argument("--out", default=None, help="JSON file (default: in the temporary folder)")
+    parser.add_argument(
+        "--query-cpu", type=int, default=0, help="only time this many queries' CPU, no server"
+    )
     args = parser.parse_args()
-    if args.annotators > 100 or args.seconds > 600 or args.idle_sessions > 500:
-        parser.error("bounded: at most 100 annotators, 600 s and 500 idle sessions")
+    if (
+        args.annotators > 100
+        or args.seconds > 600
+        or args.idle_sessions > 500
+        or args.query_cpu > 200
+    ):
+        parser.error("bounded: at most 100 annotators, 600 s, 500 idle sessions, 200 queries")
     return args
 
 
@@ -318,8 +329,39 @@ def _dropped(admin: httpx.Client, server: int, ids: list[str], args: argparse.Na
     return out
 
 
+def _query_cpu(count: int, dim: int) -> int:
+    """CPU seconds of one worker's preparations along one EUBO session, in this process.
+
+    CPU time (not wall time) of :func:`botorch_pref.web.held.prepare` on one thread: what one
+    query costs a worker, whatever else runs on the machine.
+    """
+    import torch
+
+    from botorch_pref.web import held
+
+    torch.set_num_threads(1)
+    db = Path(tempfile.mkdtemp(prefix="botorch-pref-web-bench-")) / "cpu.db"
+    Session.create(db, "s", {f"x{i}": (0.0, 1.0) for i in range(dim)}, "eubo", 2, 0).close()
+    held.start(str(db), 600.0, 1)
+    target = np.random.default_rng(0).uniform(0.2, 0.8, dim)
+    cpu = []
+    for _ in range(count):
+        start = time.process_time()
+        held.prepare("s")
+        cpu.append(time.process_time() - start)
+        with Session.open(db, "s") as s:
+            query = s.pending()
+            gaps = [np.sum((np.array(list(o.values())) - target) ** 2) for o in query.as_dicts()]
+            s.answer(query.id, winner=int(np.argmin(gaps)))
+    held.close_all()
+    print("CPU s of the query after each answer:", " ".join(f"{c:.3f}" for c in cpu))
+    return 0
+
+
 def main() -> int:
     args = _arguments()
+    if args.query_cpu:
+        return _query_cpu(args.query_cpu, args.dim)
     tmp = Path(tempfile.mkdtemp(prefix="botorch-pref-web-bench-"))
     db = tmp / "study.db"
     params = {f"x{i}": (0.0, 1.0) for i in range(args.dim)}
