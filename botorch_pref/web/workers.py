@@ -123,7 +123,7 @@ class Preparer:
         threads = worker_threads(workers)
         self._workers = [_Worker(self.path, idle_s, threads, self._alive_r) for _ in range(workers)]
         self._lock = threading.Lock()
-        self._running: dict[str, Future[Prepared]] = {}
+        self._running: dict[str, Future[Prepared] | None] = {}
         self._prepared: dict[str, Prepared] = {}
         self._closed = False
 
@@ -154,7 +154,8 @@ class Preparer:
             name: The session's name.
 
         Returns:
-            Its future (do not cancel it), or ``None`` when none is under way.
+            Its future (do not cancel it), or ``None`` when none is under way or it is being
+            handed to its worker at this moment.
         """
         with self._lock:
             return self._running.get(name)
@@ -195,10 +196,14 @@ class Preparer:
         with self._lock:
             if self._closed or name in self._running:
                 return False
-            try:
-                future = self._worker(name).submit(held.prepare, name)
-            except RuntimeError:  # shut down meanwhile
-                return False
+            self._running[name] = None  # reserved; submitted outside the lock
+        try:
+            future = self._worker(name).submit(held.prepare, name)
+        except RuntimeError:  # shut down meanwhile
+            with self._lock:
+                del self._running[name]
+            return False
+        with self._lock:
             self._running[name] = future
         future.add_done_callback(lambda f: self._done(name, f))
         return True
@@ -266,7 +271,7 @@ class Preparer:
         """Stop the workers (after their current work) and close their sessions."""
         with self._lock:
             self._closed = True
-            queued = list(self._running.values())
+            queued = [f for f in self._running.values() if f is not None]
         for future in queued:
             future.cancel()  # those not started yet
         for worker in self._workers:
