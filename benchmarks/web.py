@@ -11,11 +11,15 @@ Phases (one server process, ``botorch-pref serve`` on a free port of 127.0.0.1):
    database: acknowledged answers missing (lost) and queries answered more than once
    (duplicated).
 2. **Memory**: ``--idle-sessions`` more sessions are opened (one page view each, so the worker
-   holds each session and stores its first query); the server's resident memory (VmRSS) and the
-   sessions it holds in memory are read once all are prepared.
+   holds each session and stores its first query); the memory of the server and of its worker
+   processes (resident set, RSS, and proportional set, PSS, which counts the pages forked
+   processes share once) and the sessions held in memory are read once all are prepared.
 3. **Dropping idle sessions**: the server runs with ``--idle``; the benchmark waits (bounded)
    until the sessions have left memory and reads the memory again, then opens the results view
    of some answered sessions, which rebuilds them from the database, and times it.
+
+``--query-cpu N`` instead times, in this process, the CPU time of the first ``N`` queries a worker
+prepares along one session (what bounds the time to the next query when many people answer).
 
 Everything is bounded: the run, every request (30 s timeout) and every wait. Output: a summary
 and a JSON file (``--out``, default in the temporary folder that holds the database).
@@ -58,11 +62,56 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (its worker processes and their fork server)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def _cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by the server process and by the others."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"server": 0.0, "others": 0.0}
+    for p in _descendants(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out["server" if p == pid else "others"] += (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def _memory_mib(pid: int) -> dict[str, float]:
+    """Resident memory of the server: its own, and of all its processes (RSS and PSS).
+
+    PSS (proportional set size) shares the pages that forked processes have in common among
+    them, so its sum is the memory the processes take together; the RSS sum counts shared
+    pages once per process.
+    """
+    own = rss = pss = 0.0
+    for p in _descendants(pid):
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            rollup = Path(f"/proc/{p}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        kib = int(re.search(r"^VmRSS:\s+(\d+)", status, re.M).group(1))
+        rss += kib / 1024
+        pss += int(re.search(r"^Pss:\s+(\d+)", rollup, re.M).group(1)) / 1024
+        if p == pid:
+            own = kib / 1024
+    return {"server_rss": own, "all_rss": rss, "all_pss": pss, "processes": len(_descendants(pid))}
 
 
 def _query(html: str) -> tuple[int, str] | None:
@@ -131,7 +180,7 @@ def _p(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--annotators", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60.0)
@@ -141,10 +190,178 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=20.0, help="the server's --idle seconds")
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between page loads")
     parser.add_argument("--out", default=None, help="JSON file (default: in the temporary folder)")
+    parser.add_argument(
+        "--query-cpu", type=int, default=0, help="only time this many queries' CPU, no server"
+    )
     args = parser.parse_args()
-    if args.annotators > 100 or args.seconds > 600 or args.idle_sessions > 500:
-        parser.error("bounded: at most 100 annotators, 600 s and 500 idle sessions")
+    if (
+        args.annotators > 100
+        or args.seconds > 600
+        or args.idle_sessions > 500
+        or args.query_cpu > 200
+    ):
+        parser.error("bounded: at most 100 annotators, 600 s, 500 idle sessions, 200 queries")
+    return args
 
+
+def _start_server(db: Path, args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
+    """``botorch-pref serve`` on a free port of 127.0.0.1, once it answers."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BOTORCH_PREF_ADMIN_TOKEN": TOKEN}
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    cmd = [sys.executable, "-m", "botorch_pref.cli", "serve", str(db), "--port", str(port)]
+    cmd += ["--workers", str(args.workers), "--idle", str(args.idle)]
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(1200):
+        try:
+            httpx.get(url + "/", timeout=5)
+            return server, url
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    _stop(server)
+    raise RuntimeError("the server did not start")
+
+
+def _stop(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        os.kill(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.kill(server.pid, signal.SIGKILL)
+            server.wait(timeout=60)
+
+
+def _links(admin: httpx.Client, pattern: str) -> dict[str, str]:
+    """``{session name: link}`` from the admin page, for the links matching ``pattern``."""
+    page = admin.get("/admin").text
+    row = r"<td>([^<]+)</td>\s*<td>eubo</td>.*?href=\"" + pattern + r"\""
+    return dict(re.findall(row, page, re.S))
+
+
+def _answering(url: str, tokens: dict[str, str], args: argparse.Namespace) -> list[Annotator]:
+    """Phase 1: one simulated person per session, answering for ``args.seconds``."""
+    deadline = time.monotonic() + args.seconds
+    people = [
+        Annotator(url, tokens[name], args.dim, deadline, args.poll, seed=i)
+        for i, name in enumerate(tokens)
+    ]
+    for p in people:
+        p.start()
+    for p in people:
+        p.join(timeout=args.seconds + 120)
+    return people
+
+
+def _check_database(db: Path, people: list[Annotator], names: list[str]) -> dict:
+    """Acknowledged answers missing from the database, and queries answered twice."""
+    lost = duplicated = extra = 0
+    for p, name in zip(people, names, strict=True):
+        with Session.open(db, name) as s:
+            history = [h for h in s.history() if h.answer.retracted_at is None]
+        counts: dict[int, int] = {}
+        for h in history:
+            counts[h.answer.query_id] = counts.get(h.answer.query_id, 0) + 1
+        duplicated += sum(c - 1 for c in counts.values() if c > 1)
+        lost += sum(1 for qid, _ in p.acknowledged if qid not in counts)
+        extra += len(counts) - len({qid for qid, _ in p.acknowledged})
+    return {"lost": lost, "duplicated": duplicated, "unacknowledged_stored": extra}
+
+
+def _latencies(people: list[Annotator]) -> dict:
+    post = [s for p in people for s in p.post_s]
+    ready = [s for p in people for s in p.ready_s]
+    return {
+        "answers": sum(len(p.acknowledged) for p in people),
+        "errors": sum(p.errors for p in people),
+        "post_ms_p50": 1000 * _p(post, 50),
+        "post_ms_p95": 1000 * _p(post, 95),
+        "post_ms_max": 1000 * max(post, default=float("nan")),
+        "ready_s_p50": _p(ready, 50),
+        "ready_s_p95": _p(ready, 95),
+        "ready_s_max": max(ready, default=float("nan")),
+    }
+
+
+def _status(admin: httpx.Client) -> dict:
+    return admin.get("/admin/status.json").json()
+
+
+def _idle_memory(admin: httpx.Client, url: str, server: int, args: argparse.Namespace) -> dict:
+    """Phase 2: open the idle sessions (one page view each), then read the memory."""
+    with httpx.Client(base_url=url, timeout=60) as c:
+        for name, token in _links(admin, '/a/([^"]+)').items():
+            if name.startswith("idle"):
+                c.get(f"/a/{token}")
+    t0 = time.monotonic()
+    status = _status(admin)
+    while status["preparing"] and time.monotonic() - t0 < 600:
+        time.sleep(0.5)
+        status = _status(admin)
+    return {
+        "idle_prepare_s": time.monotonic() - t0,
+        "sessions_in_memory_loaded": status["sessions_in_memory"],
+        "memory_mib_loaded": _memory_mib(server),
+    }
+
+
+def _dropped(admin: httpx.Client, server: int, ids: list[str], args: argparse.Namespace) -> dict:
+    """Phase 3: wait (bounded) until idle sessions leave memory; rebuild some answered ones."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < args.idle * 3 + 60:
+        status = _status(admin)
+        if status["sessions_in_memory"] == 0:
+            break
+        time.sleep(1.0)
+    out = {
+        "sessions_in_memory_after_idle": status["sessions_in_memory"],
+        "dropped_after_s": time.monotonic() - t0,
+        "memory_mib_after_idle": _memory_mib(server),
+    }
+    rebuild = []
+    for record_id in ids:
+        start = time.monotonic()
+        r = admin.get(f"/admin/s/{record_id}")
+        rebuild.append(time.monotonic() - start)
+        assert r.status_code == 200
+    out["rebuild_s"] = rebuild
+    return out
+
+
+def _query_cpu(count: int, dim: int) -> int:
+    """CPU seconds of one worker's preparations along one EUBO session, in this process.
+
+    CPU time (not wall time) of :func:`botorch_pref.web.held.prepare` on one thread: what one
+    query costs a worker, whatever else runs on the machine.
+    """
+    import torch
+
+    from botorch_pref.web import held
+
+    torch.set_num_threads(1)
+    db = Path(tempfile.mkdtemp(prefix="botorch-pref-web-bench-")) / "cpu.db"
+    Session.create(db, "s", {f"x{i}": (0.0, 1.0) for i in range(dim)}, "eubo", 2, 0).close()
+    held.start(str(db), 600.0, 1)
+    target = np.random.default_rng(0).uniform(0.2, 0.8, dim)
+    cpu = []
+    for _ in range(count):
+        start = time.process_time()
+        held.prepare("s")
+        cpu.append(time.process_time() - start)
+        with Session.open(db, "s") as s:
+            query = s.pending()
+            gaps = [np.sum((np.array(list(o.values())) - target) ** 2) for o in query.as_dicts()]
+            s.answer(query.id, winner=int(np.argmin(gaps)))
+    held.close_all()
+    print("CPU s of the query after each answer:", " ".join(f"{c:.3f}" for c in cpu))
+    return 0
+
+
+def main() -> int:
+    args = _arguments()
+    if args.query_cpu:
+        return _query_cpu(args.query_cpu, args.dim)
     tmp = Path(tempfile.mkdtemp(prefix="botorch-pref-web-bench-"))
     db = tmp / "study.db"
     params = {f"x{i}": (0.0, 1.0) for i in range(args.dim)}
@@ -153,134 +370,28 @@ def main() -> int:
     for i, name in enumerate(names + idle_names):
         Session.create(db, name, params, "eubo", 2, i, budget=1000).close()
 
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BOTORCH_PREF_ADMIN_TOKEN": TOKEN}
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    cmd = [
-        sys.executable,
-        "-m",
-        "botorch_pref.cli",
-        "serve",
-        str(db),
-        "--port",
-        str(port),
-        "--workers",
-        str(args.workers),
-        "--idle",
-        str(args.idle),
-    ]
-    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+    result: dict = {k: getattr(args, k) for k in ("annotators", "seconds", "dim", "workers")}
+    result["idle_sessions"] = args.idle_sessions
+    result["load_before"] = Path("/proc/loadavg").read_text().strip()
+    server, url = _start_server(db, args)
     admin = httpx.Client(base_url=url, timeout=60, headers={"authorization": f"Bearer {TOKEN}"})
-    result: dict = {
-        "annotators": args.annotators,
-        "seconds": args.seconds,
-        "dim": args.dim,
-        "workers": args.workers,
-        "idle_sessions": args.idle_sessions,
-        "uptime_before": Path("/proc/loadavg").read_text().strip(),
-    }
     try:
-        for _ in range(1200):
-            try:
-                admin.get("/")
-                break
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        rss_start = _rss_mib(server.pid)
-        page = admin.get("/admin").text
-        tokens = dict(
-            re.findall(r"<td>([^<]+)</td>\s*<td>eubo</td>.*?href=\"/a/([^\"]+)\"", page, re.S)
-        )
-        ids = dict(
-            re.findall(r"<td>([^<]+)</td>\s*<td>eubo</td>.*?href=\"/admin/s/(\d+)\"", page, re.S)
-        )
-
-        # 1. answering
-        deadline = time.monotonic() + args.seconds
-        people = [
-            Annotator(url, tokens[name], args.dim, deadline, args.poll, seed=i)
-            for i, name in enumerate(names)
-        ]
-        for p in people:
-            p.start()
-        for p in people:
-            p.join(timeout=args.seconds + 120)
+        _status(admin)  # the worker processes have started
+        result["memory_mib_start"] = _memory_mib(server.pid)
+        tokens = _links(admin, '/a/([^"]+)')
+        ids = _links(admin, "/admin/s/(\\d+)")
+        cpu = _cpu_s(server.pid)
+        people = _answering(url, {n: tokens[n] for n in names}, args)
         result["load_after_answering"] = Path("/proc/loadavg").read_text().strip()
-        post = [s for p in people for s in p.post_s]
-        ready = [s for p in people for s in p.ready_s]
-        lost = duplicated = extra = 0
-        acknowledged = 0
-        for p, name in zip(people, names, strict=True):
-            with Session.open(db, name) as s:
-                history = [h for h in s.history() if h.answer.retracted_at is None]
-            counts: dict[int, int] = {}
-            for h in history:
-                counts[h.answer.query_id] = counts.get(h.answer.query_id, 0) + 1
-            duplicated += sum(c - 1 for c in counts.values() if c > 1)
-            lost += sum(1 for qid, _ in p.acknowledged if qid not in counts)
-            extra += len(counts) - len({qid for qid, _ in p.acknowledged})
-            acknowledged += len(p.acknowledged)
-        result.update(
-            answers=acknowledged,
-            lost=lost,
-            duplicated=duplicated,
-            unacknowledged_stored=extra,
-            errors=sum(p.errors for p in people),
-            post_ms_p50=1000 * _p(post, 50),
-            post_ms_p95=1000 * _p(post, 95),
-            post_ms_max=1000 * max(post, default=float("nan")),
-            ready_s_p50=_p(ready, 50),
-            ready_s_p95=_p(ready, 95),
-            ready_s_max=max(ready, default=float("nan")),
-            rss_mib_start=rss_start,
-        )
-
-        # 2. memory with the idle sessions held
-        page = admin.get("/admin").text
-        idle_tokens = [
-            t for n, t in re.findall(r"<td>(idle [^<]+)</td>.*?href=\"/a/([^\"]+)\"", page, re.S)
-        ]
-        with httpx.Client(base_url=url, timeout=60) as c:
-            for token in idle_tokens:
-                c.get(f"/a/{token}")
-        t0 = time.monotonic()
-        status = admin.get("/admin/status.json").json()
-        while status["preparing"] and time.monotonic() - t0 < 600:
-            time.sleep(0.5)
-            status = admin.get("/admin/status.json").json()
-        result["idle_prepare_s"] = time.monotonic() - t0
-        result["sessions_in_memory_loaded"] = status["sessions_in_memory"]
-        result["rss_mib_loaded"] = _rss_mib(server.pid)
-
-        # 3. idle sessions leave memory; a dropped session is rebuilt from the database
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < args.idle * 3 + 60:
-            status = admin.get("/admin/status.json").json()
-            if status["sessions_in_memory"] == 0:
-                break
-            time.sleep(1.0)
-        result["sessions_in_memory_after_idle"] = status["sessions_in_memory"]
-        result["dropped_after_s"] = time.monotonic() - t0
-        result["rss_mib_after_idle"] = _rss_mib(server.pid)
-        rebuild = []
-        for name in names[:5]:
-            start = time.monotonic()
-            r = admin.get(f"/admin/s/{ids[name]}")
-            rebuild.append(time.monotonic() - start)
-            assert r.status_code == 200
-        result["rebuild_s"] = rebuild
+        result["cpu_s_answering"] = {k: v - cpu[k] for k, v in _cpu_s(server.pid).items()}
+        result.update(_latencies(people), **_check_database(db, people, names))
+        result.update(_idle_memory(admin, url, server.pid, args))
+        result.update(_dropped(admin, server.pid, [ids[n] for n in names[:5]], args))
         result["answers_per_rebuilt_session"] = [len(p.acknowledged) for p in people[:5]]
     finally:
         admin.close()
-        if server.poll() is None:
-            os.kill(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.kill(server.pid, signal.SIGKILL)
-                server.wait(timeout=60)
-    result["uptime_after"] = Path("/proc/loadavg").read_text().strip()
+        _stop(server)
+    result["load_after"] = Path("/proc/loadavg").read_text().strip()
     out = Path(args.out) if args.out else tmp / "web-benchmark.json"
     out.write_text(json.dumps(result, indent=2))
     print(f"written: {out}")

@@ -17,10 +17,13 @@ from botorch_pref.web.security import CSP
 from tests.test_web_helpers import (
     ADMIN,
     ThreadServer,
+    hold,
     links,
     nonces,
     query_id,
+    quick_session,
     wait_for_query,
+    wait_until,
 )
 
 EVIL = "<script>alert(1)</script>"
@@ -36,17 +39,7 @@ def served(tmp_path_factory):
     """Two sessions (random strategy, fast queries) in one file, served."""
     path = tmp_path_factory.mktemp("web") / "study.db"
     for name in ("alice", "bob"):
-        Session.create(  # no refits: quick queries
-            path,
-            name,
-            {"x": (0, 1), "y": (-2, 2)},
-            "random",
-            2,
-            0,
-            budget=6,
-            refit_all_until=0,
-            refit_every=1000,
-        ).close()
+        quick_session(path, name, {"x": (0, 1), "y": (-2, 2)}, budget=6)
     with ThreadServer(path) as server:
         with server.client(admin=True) as admin:
             page = admin.get("/admin").text
@@ -125,7 +118,7 @@ def test_admin_needs_the_admin_token(served):
         assert "httponly" in cookie and "samesite=strict" in cookie
         assert c.get("/admin").status_code == 200  # the cookie now
         status = c.get("/admin/status.json").json()
-        assert set(status) == {"sessions_in_memory", "preparing"}
+        assert set(status) == {"sessions_in_memory", "preparing", "worker_pids"}
 
 
 def test_unknown_or_foreign_tokens(served):
@@ -333,6 +326,31 @@ def test_results_view_images_and_exports(tmp_path):
         assert c.get("/admin/s/99/export.csv").status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("strategy", "q", "answers"),
+    [
+        ("eubo", 2, ["winner", "tie", "winner", "winner"]),  # a "no preference" answer
+        ("qeubo", 3, ["winner", "winner", "winner"]),  # choices among three options
+    ],
+)
+def test_results_view_without_pairwise_answers(tmp_path, strategy, q, answers):
+    """Ties and choices among q > 2 options: the page says why there is no graph, no error."""
+    path = tmp_path / "c.db"
+    Session.create(path, "dave", {"x": (0, 1), "y": (0, 1)}, strategy, q, 0, n_initial=2).close()
+    with Session.open(path, "dave") as s:
+        for i, kind in enumerate(answers):
+            query = s.ask()
+            s.answer(query.id, tie=True) if kind == "tie" else s.answer(query.id, winner=i % q)
+    with ThreadServer(path) as server, server.client(admin=True) as c:
+        page = c.get("/admin/s/1")
+        assert page.status_code == 200
+        assert "diagnostics cover pairwise answers only" in page.text
+        assert "graph.png" not in page.text and "utility.png" in page.text
+        assert c.get("/admin/s/1/graph.png").status_code == 404
+        r = c.get("/admin/s/1/utility.png")
+        assert r.status_code == 200 and r.content.startswith(b"\x89PNG")
+
+
 def test_a_database_created_by_the_page(tmp_path):
     path = tmp_path / "new.db"
     with ThreadServer(path) as server, server.client(admin=True) as c:
@@ -383,9 +401,7 @@ def test_a_busy_database_gets_503_and_nothing_written(tmp_path):
     import sqlite3
 
     path = tmp_path / "busy.db"
-    Session.create(
-        path, "s", {"x": (0, 1)}, "random", 2, 0, refit_all_until=0, refit_every=1000
-    ).close()
+    quick_session(path, "s")
     with ThreadServer(path, db_timeout=0.2) as server, server.client(admin=True) as c:
         token = links(c.get("/admin").text)[0]
         page = wait_for_query(c, token)
@@ -414,28 +430,42 @@ def test_preparing_page_refreshes_itself_until_the_query_is_ready(tmp_path):
     import threading
 
     path = tmp_path / "prep.db"
-    Session.create(
-        path, "s", {"x": (0, 1)}, "random", 2, 0, refit_all_until=0, refit_every=1000
-    ).close()
-    with ThreadServer(path) as server, server.client(admin=True) as c:
+    quick_session(path, "s")
+    busy, release = tmp_path / "busy", tmp_path / "release"
+    with ThreadServer(path, wait_s=0.2) as server, server.client(admin=True) as c:
         token = links(c.get("/admin").text)[0]
         preparer = server.app.state.web.preparer
-        release, busy = threading.Event(), threading.Event()
-
-        def hold(_session):
-            busy.set()
-            release.wait(timeout=120)
-
-        blocker = threading.Thread(target=preparer.call, args=("s", hold))
+        with Session.open(path, "s") as s:  # answered elsewhere: the next one is to be made
+            s.answer(s.ask().id, winner=0)
+        blocker = threading.Thread(target=preparer.call, args=("s", hold, str(busy), str(release)))
         blocker.start()
-        assert busy.wait(timeout=120)  # the session's worker is busy: no query can be made
+        wait_until(busy.exists)  # the session's worker is busy: no query can be made
         try:
-            page = c.get(f"/a/{token}").text
+            page = c.get(f"/a/{token}").text  # waits wait_s, then says "preparing"
             assert 'id="preparing"' in page and "Preparing the next question" in page
             assert '<meta http-equiv="refresh" content="1">' in page
             assert 'id="answer-form"' not in page
         finally:
-            release.set()
+            release.touch()
             blocker.join(timeout=120)
         page = wait_for_query(c, token)
         assert 'http-equiv="refresh"' not in page and query_id(page) is not None
+
+
+def test_the_page_waits_for_the_next_query(tmp_path):
+    """After an answer, the page's request waits for the worker instead of saying "preparing"."""
+    path = tmp_path / "wait.db"
+    quick_session(path, "s")
+    with ThreadServer(path, wait_s=120.0) as server, server.client(admin=True) as c:
+        token = links(c.get("/admin").text)[0]
+        for _ in range(3):
+            page = c.get(f"/a/{token}").text
+            assert 'id="answer-form"' in page and 'id="preparing"' not in page
+            r = c.post(
+                f"/a/{token}/answer",
+                data={"nonce": nonces(page)[0], "query_id": query_id(page), "choice": "1"},
+                follow_redirects=True,
+            )
+            assert r.status_code == 200 and r.url.path == f"/a/{token}"
+            assert query_id(r.text) not in (None, query_id(page))  # the next query, at once
+    assert answers(path, "s") == 3

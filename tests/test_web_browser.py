@@ -34,7 +34,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-from tests.test_web_helpers import ADMIN, ThreadServer, links  # noqa: E402
+from tests.test_web_helpers import ADMIN, ThreadServer, links, quick_session  # noqa: E402
 
 #: Where to also save the screenshots (the README's pictures are made this way).
 SHOTS = os.environ.get("BOTORCH_PREF_WEB_SCREENSHOTS")
@@ -203,16 +203,7 @@ def browser_without_javascript():
 def test_the_page_works_with_javascript_off(browser_without_javascript, tmp_path):
     driver = browser_without_javascript
     path = tmp_path / "nojs.db"
-    Session.create(
-        path,
-        "bo",
-        {"x": (0, 1), "y": (0, 1)},
-        "random",
-        2,
-        0,
-        refit_all_until=0,
-        refit_every=1000,
-    ).close()
+    quick_session(path, "bo", {"x": (0, 1), "y": (0, 1)})
     with ThreadServer(path) as server:
         with server.client(admin=True) as c:
             token = links(c.get("/admin").text)[0]

@@ -20,7 +20,7 @@ if os.environ.get("CI") != "true":
 import httpx
 
 from botorch_pref.sessions import Session
-from tests.test_web_helpers import ADMIN, links, nonces, query_id
+from tests.test_web_helpers import ADMIN, links, nonces, query_id, quick_session
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,6 +71,15 @@ class ServerProcess:
         self.proc.wait(timeout=60)
 
 
+def _running(pid: int) -> bool:
+    """Whether a process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 @pytest.fixture
 def servers():
     started: list[ServerProcess] = []
@@ -106,20 +115,13 @@ def test_sigkill_while_answering_loses_and_duplicates_nothing(tmp_path, servers)
     path = tmp_path / "crash.db"
     names = ("p1", "p2")
     for name in names:
-        Session.create(  # no refits: quick queries, so many answers are in flight
-            path,
-            name,
-            {"x": (0, 1), "y": (0, 1)},
-            "random",
-            2,
-            0,
-            refit_all_until=0,
-            refit_every=1000,
-        ).close()
+        quick_session(path, name, {"x": (0, 1), "y": (0, 1)})  # many answers in flight
     servers.append(ServerProcess(path))
     url = servers[0].url
     with httpx.Client(base_url=url, headers={"authorization": f"Bearer {ADMIN}"}) as c:
         tokens = links(c.get("/admin").text)
+        workers = c.get("/admin/status.json").json()["worker_pids"]
+    assert workers and servers[0].proc.pid not in workers
     successes: dict[str, list] = {name: [] for name in names}
     stop = threading.Event()
     threads = [
@@ -137,6 +139,11 @@ def test_sigkill_while_answering_loses_and_duplicates_nothing(tmp_path, servers)
     for t in threads:
         t.join(timeout=120)
     assert sum(len(v) for v in successes.values()) > 20
+    for _ in range(1200):  # bounded: the worker processes end with the server
+        if not any(_running(pid) for pid in workers):
+            break
+        time.sleep(0.05)
+    assert not any(_running(pid) for pid in workers), "a worker outlived the killed server"
 
     pending = {}
     for name in names:

@@ -10,9 +10,25 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from botorch_pref.sessions import Session
 from botorch_pref.web.app import WebConfig, create_app
 
 ADMIN = "admin-token-for-tests"
+
+
+def quick_session(path: Path, name: str, parameters: dict | None = None, **options) -> None:
+    """Create a session whose queries are quick: random options, no refits."""
+    Session.create(
+        path,
+        name,
+        parameters or {"x": (0, 1)},
+        "random",
+        2,
+        0,
+        refit_all_until=0,
+        refit_every=1000,
+        **options,
+    ).close()
 
 
 class ThreadServer:
@@ -74,3 +90,32 @@ def wait_for_query(client: httpx.Client, token: str, tries: int = 1200) -> str:
 def links(html: str) -> list[str]:
     """Every answer-link token on the admin page."""
     return re.findall(r'href="/a/([^"]+)"', html)
+
+
+# Functions the tests run on a worker process's session (sent by name: module level).
+def answered(session) -> int:
+    """The session's number of standing answers."""
+    return session.progress().answered
+
+
+def session_name(session) -> str:
+    """The session's name."""
+    return session.name
+
+
+def hold(session, busy: str, release: str) -> None:
+    """Keep the session's worker busy: create the file ``busy``, wait (bounded) for ``release``."""
+    Path(busy).touch()
+    for _ in range(2400):
+        if Path(release).exists():
+            return
+        time.sleep(0.05)
+
+
+def wait_until(condition, tries: int = 12000, pause: float = 0.01) -> None:
+    """Poll ``condition()`` until it holds (bounded)."""
+    for _ in range(tries):
+        if condition():
+            return
+        time.sleep(pause)
+    raise AssertionError("the condition did not come true in time")

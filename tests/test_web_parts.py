@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -19,13 +20,22 @@ import httpx
 
 from botorch_pref.sessions import Session
 from botorch_pref.web import colour
-from botorch_pref.web.app import parse_parameters
+from botorch_pref.web.admin import parse_parameters
+from botorch_pref.web.held import recommendation
 from botorch_pref.web.nonces import NonceStatus, NonceStore
 from botorch_pref.web.renderers import RendererSet, default_renderer, render_colour, to_rendered
 from botorch_pref.web.tokens import TokenStore
-from botorch_pref.web.workers import Preparer
+from botorch_pref.web.workers import Preparer, worker_threads
 from tests.test_web_crash import ServerProcess, _free_port
-from tests.test_web_helpers import ADMIN, links, wait_for_query
+from tests.test_web_helpers import (
+    ADMIN,
+    answered,
+    links,
+    quick_session,
+    session_name,
+    wait_for_query,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BOUNDS = {"r": (0.0, 1.0), "g": (0.0, 255.0), "b": (0.0, 1.0)}
@@ -143,27 +153,55 @@ def test_tokens_persist_in_the_database(tmp_path):
 def test_idle_sessions_leave_memory_and_come_back(tmp_path):
     path = tmp_path / "idle.db"
     for name in ("a", "b"):
-        Session.create(
-            path, name, {"x": (0, 1)}, "random", 2, 0, refit_all_until=0, refit_every=1000
-        ).close()
+        quick_session(path, name)
     with Session.open(path, "a") as s:
         s.answer(s.ask().id, winner=0)
     with Preparer(path, workers=2, idle_s=3600.0) as preparer:
-        assert preparer.call("a", lambda s: s.progress().answered) == 1
-        preparer.call("b", lambda s: s.name)
+        assert preparer.call("a", answered) == 1
+        preparer.call("b", session_name)
         assert preparer.live_sessions() == 2
         preparer.sweep(idle_s=0.0)
         assert preparer.live_sessions() == 0
-        best = preparer.call("a", lambda s: s.best())  # rebuilt from the database
+        best = preparer.call("a", recommendation)  # rebuilt from the database
         assert best is not None and preparer.live_sessions() == 1
         assert preparer.prepare("b")
-        for _ in range(6000):  # bounded wait for the worker
-            if not preparer.is_preparing("b"):
-                break
-            time.sleep(0.01)
+        wait_until(lambda: not preparer.is_preparing("b"))
         assert preparer.prepared("b").query_id is not None
     with Session.open(path, "b") as s:
         assert s.pending() is not None  # the worker stored b's query
+
+
+def test_worker_threads_share_out_the_cores(monkeypatch):
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    cores = len(os.sched_getaffinity(0))
+    assert worker_threads(1) == cores
+    assert worker_threads(2) == max(1, cores // 2)
+    assert worker_threads(cores + 5) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's choice stands
+    assert worker_threads(2) is None
+
+
+def test_a_worker_process_that_dies_is_replaced(tmp_path):
+    path = tmp_path / "dies.db"
+    quick_session(path, "a")
+    with Preparer(path, workers=1) as preparer:
+        (pid,) = preparer.worker_pids()
+        assert pid != os.getpid()
+        os.kill(pid, signal.SIGKILL)
+
+        def prepared() -> bool:
+            if not preparer.is_preparing("a"):
+                result = preparer.prepared("a")
+                if result is not None and result.query_id is not None:
+                    return True
+                preparer.prepare("a")  # after a failure (the dead process), again
+            return False
+
+        wait_until(prepared)
+        assert preparer.worker_pids() != [pid]
+    with Session.open(path, "a") as s:
+        assert s.pending() is not None
 
 
 def test_parse_parameters():
@@ -253,10 +291,7 @@ def test_worker_queries_are_the_sessions_own(tmp_path):
         for i in range(4):
             expected = s.ask()
             assert preparer.prepare("s")
-            for _ in range(12000):  # bounded wait for the worker
-                if not preparer.is_preparing("s"):
-                    break
-                time.sleep(0.01)
+            wait_until(lambda: not preparer.is_preparing("s"))
             with Session.open(served, "s") as other:
                 got = other.pending()
                 assert got is not None and got.options == expected.options, i

@@ -5,8 +5,14 @@ An ASGI application (Starlette, served by uvicorn; the ``[web]`` extra) on top o
 token; an admin page (admin token) to create sessions, follow their progress, see the results
 and download the exports. Modules:
 
-* :mod:`~botorch_pref.web.app` — the routes and :func:`~botorch_pref.web.app.create_app`;
-* :mod:`~botorch_pref.web.workers` — query preparation off the request path;
+* :mod:`~botorch_pref.web.app` — :func:`~botorch_pref.web.app.create_app`: the routes, error
+  pages and lifespan;
+* :mod:`~botorch_pref.web.answering`, :mod:`~botorch_pref.web.admin` and
+  :mod:`~botorch_pref.web.results` — the routes of the answering page, of the admin page and of
+  the results view;
+* :mod:`~botorch_pref.web.state` — what the routes share: settings, tokens, nonces, checks;
+* :mod:`~botorch_pref.web.workers` and :mod:`~botorch_pref.web.held` — query preparation off
+  the request path, in worker processes that hold the sessions' models;
 * :mod:`~botorch_pref.web.renderers` and :mod:`~botorch_pref.web.colour` — drawing options;
 * :mod:`~botorch_pref.web.tokens` — capability tokens in the ``web_tokens`` table;
 * :mod:`~botorch_pref.web.nonces` — single-use form nonces;

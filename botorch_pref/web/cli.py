@@ -33,9 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     Args:
         subparsers: The sub-parsers object of the ``botorch-pref`` parser.
     """
+    from botorch_pref.runtime import add_command
     from botorch_pref.web.demo import DEMOS
 
-    serve = subparsers.add_parser(
+    serve = add_command(
+        subparsers,
         "serve",
         help="answer sessions in a browser (needs the [web] extra)",
         description="Serve the sessions of a database as web pages: one answer link per "
@@ -53,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a user renderer function(values: dict) -> PNG/JPEG/SVG/image/sound (repeatable)",
     )
     serve.add_argument("--demo", choices=DEMOS, help="create a demo session and serve it")
-    serve.add_argument("--workers", type=int, default=2, help="query-preparing threads")
+    serve.add_argument("--workers", type=int, default=2, help="query-preparing processes")
     serve.add_argument(
         "--idle", type=float, default=600.0, help="seconds before an unused session leaves memory"
     )

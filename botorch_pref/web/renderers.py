@@ -133,19 +133,6 @@ def _swatch_svg(hex_code: str) -> bytes:
     ).encode("ascii")
 
 
-def render_table(values: Mapping[str, float], bounds: Mapping[str, tuple[float, float]]):
-    """The ``table`` renderer.
-
-    Args:
-        values: The design.
-        bounds: ``{name: (low, high)}``.
-
-    Returns:
-        The drawn option.
-    """
-    return Rendered("table", _rows(values, bounds))
-
-
 def render_colour(values: Mapping[str, float], bounds: Mapping[str, tuple[float, float]]):
     """The ``colour`` renderer (falls back to ``table`` when no colour is named).
 
@@ -228,13 +215,12 @@ class RendererSet:
     ) -> Rendered:
         if name == "colour":
             return render_colour(values, bounds)
+        rows = _rows(values, bounds)
+        if name == "table":
+            return Rendered("table", rows)
         func = self._user.get(name)
         if func is None:
-            out = render_table(values, bounds)
-            if name != "table":
-                return Rendered("table", out.rows, text=f"(renderer {name} is not loaded)")
-            return out
-        rows = _rows(values, bounds)
+            return Rendered("table", rows, text=f"(renderer {name} is not loaded)")
         try:
             return to_rendered(func(dict(values)), rows)
         except Exception as err:  # a user's renderer must not take the page down

@@ -102,9 +102,6 @@ class TokenStore:
         with self._lock:
             self._conn.close()
 
-    def _row(self, row: tuple | None) -> WebSession | None:
-        return None if row is None else WebSession(*row)
-
     _COLUMNS = "id, session_name, token, renderer, prompt, created_at"
 
     def ensure(self, name: str, renderer: str, prompt: str) -> WebSession:
@@ -132,10 +129,9 @@ class TokenStore:
                 self._conn.rollback()
                 raise
             self._conn.execute("COMMIT")
-            row = self._conn.execute(
-                f"SELECT {self._COLUMNS} FROM web_tokens WHERE session_name = ?", (name,)
-            ).fetchone()
-        return WebSession(*row)
+        found = self._one("session_name", name)  # this token, or another writer's
+        assert found is not None  # records are never deleted
+        return found
 
     def by_token(self, token: str) -> WebSession | None:
         """The session a token opens.
@@ -148,12 +144,7 @@ class TokenStore:
         """
         if not token or len(token) > 200:
             return None
-        with self._lock:
-            row = self._conn.execute(
-                f"SELECT {self._COLUMNS} FROM web_tokens WHERE token_sha256 = ?",
-                (_digest(token),),
-            ).fetchone()
-        found = self._row(row)
+        found = self._one("token_sha256", _digest(token))
         if found is None or not secrets.compare_digest(found.token, token):
             return None
         return found
@@ -167,11 +158,7 @@ class TokenStore:
         Returns:
             The record, or ``None``.
         """
-        with self._lock:
-            row = self._conn.execute(
-                f"SELECT {self._COLUMNS} FROM web_tokens WHERE id = ?", (record_id,)
-            ).fetchone()
-        return self._row(row)
+        return self._one("id", record_id)
 
     def by_name(self, name: str) -> WebSession | None:
         """The record of a session name.
@@ -182,8 +169,12 @@ class TokenStore:
         Returns:
             The record, or ``None``.
         """
+        return self._one("session_name", name)
+
+    def _one(self, column: str, value: int | str) -> WebSession | None:
+        """The record whose (unique) ``column`` is ``value``."""
         with self._lock:
             row = self._conn.execute(
-                f"SELECT {self._COLUMNS} FROM web_tokens WHERE session_name = ?", (name,)
+                f"SELECT {self._COLUMNS} FROM web_tokens WHERE {column} = ?", (value,)
             ).fetchone()
-        return self._row(row)
+        return None if row is None else WebSession(*row)

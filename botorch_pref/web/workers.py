@@ -1,108 +1,136 @@
-"""Query preparation off the request path, and the live sessions it keeps in memory.
+"""Query preparation off the request path, in worker processes that hold the sessions' models.
 
 A request never generates a query: after an answer (or when a page finds no pending query) it
-calls :meth:`Preparer.prepare`, which queues the session on its worker and returns at once; the
-page says "preparing the next question" and refreshes itself until the query is stored.
+calls :meth:`Preparer.prepare`, which sends the session to its worker and returns at once; the
+answering page waits a little for the result (:meth:`Preparer.running`) and otherwise says
+"preparing the next question" and refreshes itself until the query is stored.
 
-Each session is pinned to one of ``workers`` single-thread executors (by a hash of its name),
-which holds the session's :class:`~botorch_pref.sessions.Session` and so its model: a
-``Session`` is used only by the thread that opened it, and a session's model is refreshed
-incrementally from the stored answers instead of being rebuilt. A session unused for ``idle_s``
-seconds is closed and dropped from memory; the next use rebuilds it from the database (the
-stored answers are the source of truth). Writes (answers, undo) do not go through the workers:
-requests make them on their own short-lived connections, under SQLite's write lock. The
-worker computes a new query before :meth:`~botorch_pref.sessions.Session.ask` stores it, so
-the write lock is not held while the acquisition function is optimised.
+Each session is pinned to one of ``workers`` worker processes (by a hash of its name), which
+holds the session's :class:`~botorch_pref.sessions.Session` and so its model, refreshed
+incrementally from the stored answers (see :mod:`botorch_pref.web.held`). Generating a query
+is many small torch operations driven from Python; in processes, workers run on separate
+cores instead of taking turns on one interpreter lock, and the server process that answers
+the requests is not slowed by them; each worker gets its share of the cores as torch threads
+(:func:`worker_threads`). A worker process that dies is replaced on its next use.
+Writes (answers, undo) do not go through the workers: requests make them on their own
+short-lived connections, under SQLite's write lock, in one short transaction.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
-import time
 import zlib
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from botorch_pref.sessions import Best, Session, SessionError
+from botorch_pref.runtime import USER_SETTINGS
+from botorch_pref.web import held
+from botorch_pref.web.held import Prepared
 
-__all__ = ["Prepared", "Preparer"]
+__all__ = ["Prepared", "Preparer", "worker_threads"]
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """The worker's last word on a session.
+def worker_threads(workers: int) -> int | None:
+    """torch's intra-op threads in each worker process: the cores shared out among them.
 
-    Attributes:
-        query_id: The pending query it prepared, or ``None``.
-        best: The recommendation after the answers it saw, or ``None``.
-        answers: How many standing answers it saw.
-        error: Why preparing failed, or ``""``.
-        seconds: How long preparing took.
+    Args:
+        workers: Number of worker processes.
+
+    Returns:
+        At least 1, or ``None`` (torch's own setting) when the user chose one in the
+        environment (``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS``).
     """
+    if any(os.environ.get(name) for name in USER_SETTINGS):
+        return None
+    if hasattr(os, "sched_getaffinity"):
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
+    return max(1, cores // workers)
 
-    query_id: int | None
-    best: Best | None
-    answers: int
-    error: str = ""
-    seconds: float = 0.0
+
+def _context() -> multiprocessing.context.BaseContext:
+    """How worker processes start: forked from a fork server that imported the models once.
+
+    The fork server is a fresh process (no threads of this one) that imports
+    :mod:`botorch_pref.web.held`, and with it torch and the models, once; each worker is
+    forked from it, so starting or replacing a worker does not import them again. Where there
+    is no fork server, workers are spawned.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([held.__name__])
+    return context
 
 
 class _Worker:
-    """One thread and the sessions it holds."""
+    """One worker process (started again when it died)."""
 
-    def __init__(self, index: int, path: str, idle_s: float) -> None:
-        self.path = path
-        self.idle_s = idle_s
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"botorch-pref-web-{index}")
-        self.sessions: dict[str, Session] = {}  # touched only on the worker thread
-        self.last_used: dict[str, float] = {}
+    def __init__(self, path: str, idle_s: float, threads: int | None, server: Connection) -> None:
+        self._args = (path, idle_s, threads, server)
+        self._lock = threading.Lock()
+        self._executor = self._start()
 
-    def session(self, name: str) -> Session:
-        s = self.sessions.get(name)
-        if s is None:
-            s = Session.open(self.path, name)
-            self.sessions[name] = s
-        self.last_used[name] = time.monotonic()
-        return s
+    def _start(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            1,
+            mp_context=_context(),
+            initializer=held.start,
+            initargs=self._args,
+        )
 
-    def drop(self, name: str) -> None:
-        s = self.sessions.pop(name, None)
-        self.last_used.pop(name, None)
-        if s is not None:
-            s.close()
+    def submit(self, func: Callable[..., T], *args: Any) -> Future[T]:
+        with self._lock:
+            try:
+                return self._executor.submit(func, *args)
+            except BrokenProcessPool:  # the process died: a new one rebuilds from the database
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._executor = self._start()
+                return self._executor.submit(func, *args)
 
-    def evict_idle(self, idle_s: float | None = None) -> list[str]:
-        now = time.monotonic()
-        limit = self.idle_s if idle_s is None else idle_s
-        stale = [n for n, t in self.last_used.items() if now - t > limit]
-        for name in stale:
-            self.drop(name)
-        return stale
+    def shutdown(self) -> None:
+        with self._lock:
+            self._executor.shutdown(wait=True)
 
 
 class Preparer:
-    """Prepares queries and recommendations on worker threads.
+    """Prepares queries and recommendations in worker processes.
 
     Args:
         path: The session database.
-        workers: Number of worker threads (each prepares one query at a time).
-        idle_s: Seconds after which an unused session is dropped from memory.
+        workers: Number of worker processes (each prepares one query at a time).
+        idle_s: Seconds after which an unused session is dropped from a worker's memory.
+
+    Raises:
+        ValueError: For fewer than one worker.
     """
 
     def __init__(self, path: str | os.PathLike[str], workers: int = 1, idle_s: float = 600.0):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}.")
         self.path = str(path)
-        self._workers = [_Worker(i, self.path, idle_s) for i in range(workers)]
+        # The workers watch the reading end; only this process holds the writing end, so
+        # they exit when it closes: at close(), or when the server dies (even by SIGKILL).
+        self._alive_r, self._alive_w = _context().Pipe(duplex=False)
+        threads = worker_threads(workers)
+        self._workers = [_Worker(self.path, idle_s, threads, self._alive_r) for _ in range(workers)]
         self._lock = threading.Lock()
-        self._queued: set[str] = set()
+        self._running: dict[str, Future[Prepared] | None] = {}
         self._prepared: dict[str, Prepared] = {}
         self._closed = False
+
+    def start(self) -> None:
+        """Start the worker processes now rather than on the first request."""
+        for worker in self._workers:
+            worker.submit(held.pid)
 
     def _worker(self, name: str) -> _Worker:
         return self._workers[zlib.crc32(name.encode("utf-8", "surrogatepass")) % len(self._workers)]
@@ -117,7 +145,20 @@ class Preparer:
             The flag.
         """
         with self._lock:
-            return name in self._queued
+            return name in self._running
+
+    def running(self, name: str) -> Future[Prepared] | None:
+        """The session's preparation under way, to wait for.
+
+        Args:
+            name: The session's name.
+
+        Returns:
+            Its future (do not cancel it), or ``None`` when none is under way or it is being
+            handed to its worker at this moment.
+        """
+        with self._lock:
+            return self._running.get(name)
 
     def preparing_count(self) -> int:
         """How many sessions are queued or being prepared.
@@ -126,7 +167,7 @@ class Preparer:
             The count.
         """
         with self._lock:
-            return len(self._queued)
+            return len(self._running)
 
     def prepared(self, name: str) -> Prepared | None:
         """The last preparation's result for a session.
@@ -135,7 +176,7 @@ class Preparer:
             name: The session's name.
 
         Returns:
-            It, or ``None`` if none was made since the server started (or since it was dropped).
+            It, or ``None`` if none was made since the server started.
         """
         with self._lock:
             return self._prepared.get(name)
@@ -143,8 +184,8 @@ class Preparer:
     def prepare(self, name: str) -> bool:
         """Queue the session's next query (a no-op if it is already queued).
 
-        The worker stores a new query unless one is pending or the budget is reached, then
-        computes the recommendation.
+        The worker stores a new query unless one is pending or the budget is reached, and
+        reads the recommendation.
 
         Args:
             name: The session's name.
@@ -153,71 +194,43 @@ class Preparer:
             Whether it was queued now.
         """
         with self._lock:
-            if self._closed or name in self._queued:
+            if self._closed or name in self._running:
                 return False
-            self._queued.add(name)
-        worker = self._worker(name)
+            self._running[name] = None  # reserved; submitted outside the lock
         try:
-            worker.executor.submit(self._prepare, worker, name)
+            future = self._worker(name).submit(held.prepare, name)
         except RuntimeError:  # shut down meanwhile
             with self._lock:
-                self._queued.discard(name)
+                del self._running[name]
             return False
+        with self._lock:
+            self._running[name] = future
+        future.add_done_callback(lambda f: self._done(name, f))
         return True
 
-    def _prepare(self, worker: _Worker, name: str) -> None:
-        start = time.perf_counter()
-        if self._closed:
-            with self._lock:
-                self._queued.discard(name)
-            return
+    def _done(self, name: str, future: Future[Prepared]) -> None:
         try:
-            worker.evict_idle()
-            s = worker.session(name)
-            progress = s.progress()
-            query = None
-            if not progress.pending and not progress.done:
-                # The optimiser's next query, computed before ask() takes the database's write
-                # lock: ask() then finds it ready (an optimiser returns its unanswered query
-                # again), so other sessions' answers do not wait for the acquisition.
-                s.optimizer.ask()
-            if progress.pending or not progress.done:
-                query = s.ask()
-            result = Prepared(
-                None if query is None else query.id,
-                s.best(),
-                progress.answered,
-                seconds=time.perf_counter() - start,
-            )
-        except SessionError as err:
-            worker.drop(name)
-            result = Prepared(None, None, 0, f"{type(err).__name__}: {err}")
-        except Exception as err:  # report it on the page rather than lose the worker
-            worker.drop(name)
+            result = future.result()
+        except Exception as err:  # the process died, or the server stopped (cancelled)
             result = Prepared(None, None, 0, f"{type(err).__name__}: {err}")
         with self._lock:
             self._prepared[name] = result
-            self._queued.discard(name)
+            if self._running.get(name) is future:
+                del self._running[name]
 
-    def call(self, name: str, func: Callable[[Session], T], timeout: float = 120.0) -> T:
-        """Run ``func(session)`` on the session's worker (for work that needs its model).
+    def call(self, name: str, func: Callable[..., T], *args: Any, timeout: float = 120.0) -> T:
+        """Run ``func(session, *args)`` on the session's worker (work that needs its model).
 
         Args:
             name: The session's name.
-            func: What to run; it must not keep the session.
+            func: A module-level function (sent to the worker process by name).
+            *args: Its other arguments (picklable).
             timeout: Seconds to wait.
 
         Returns:
             What ``func`` returned.
         """
-        worker = self._worker(name)
-
-        def run() -> T:
-            worker.evict_idle()
-            return func(worker.session(name))
-
-        future: Future[T] = worker.executor.submit(run)
-        return future.result(timeout=timeout)
+        return self._worker(name).submit(held.call, name, func, *args).result(timeout=timeout)
 
     def sweep(self, idle_s: float | None = None) -> None:
         """Drop idle sessions on every worker (queued behind their current work).
@@ -227,29 +240,48 @@ class Preparer:
         """
         for worker in self._workers:
             try:
-                worker.executor.submit(worker.evict_idle, idle_s)
+                worker.submit(held.evict_idle, idle_s)
             except RuntimeError:
                 pass
 
-    def live_sessions(self) -> int:
-        """How many sessions the workers hold in memory (read on the worker threads).
+    def live_sessions(self, timeout: float = 120.0) -> int:
+        """How many sessions the workers hold in memory.
+
+        Args:
+            timeout: Seconds to wait for each worker.
 
         Returns:
             The count.
         """
-        futures = [w.executor.submit(lambda w=w: len(w.sessions)) for w in self._workers]
-        return sum(f.result(timeout=120.0) for f in futures)
+        futures = [w.submit(held.count) for w in self._workers]
+        return sum(f.result(timeout=timeout) for f in futures)
+
+    def worker_pids(self, timeout: float = 120.0) -> list[int]:
+        """The worker processes' ids (for reading their memory).
+
+        Args:
+            timeout: Seconds to wait for each worker.
+
+        Returns:
+            The ids.
+        """
+        return [w.submit(held.pid).result(timeout=timeout) for w in self._workers]
 
     def close(self) -> None:
-        """Stop the workers (waiting for the current preparations) and close the sessions."""
+        """Stop the workers (after their current work) and close their sessions."""
         with self._lock:
             self._closed = True
+            queued = [f for f in self._running.values() if f is not None]
+        for future in queued:
+            future.cancel()  # those not started yet
         for worker in self._workers:
             try:
-                worker.executor.submit(lambda w=worker: [w.drop(n) for n in list(w.sessions)])
+                worker.submit(held.close_all)
             except RuntimeError:
                 pass
-            worker.executor.shutdown(wait=True)
+            worker.shutdown()
+        self._alive_w.close()
+        self._alive_r.close()
 
     def __enter__(self) -> Preparer:
         return self

@@ -1,0 +1,222 @@
+"""The answering routes: a session's page, its answer and its undo (the session's own token).
+
+``GET /a/<token>`` shows the pending query. When there is none yet, it queues the next one on
+the session's worker and waits for it a little (:attr:`~botorch_pref.web.state.WebConfig.wait_s`)
+before it shows "preparing the next question" and refreshes itself. An answer (or an undo) is
+one short transaction on the request's own connection: it never waits for a worker. An answer
+names the query it answers, so a second answer to one query gets 409 "already answered", the
+next query, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from botorch_pref.sessions import (
+    DatabaseBusyError,
+    InvalidAnswerError,
+    QueryNotPendingError,
+    Session,
+    SessionError,
+)
+from botorch_pref.web.nonces import NonceStatus
+from botorch_pref.web.state import (
+    HTTPProblem,
+    WebState,
+    annotator,
+    check_nonce,
+    fmt,
+    read_form,
+    web_state,
+)
+from botorch_pref.web.tokens import WebSession
+
+__all__ = ["answer_context", "answer_page", "answer_post", "parse_choice", "undo_post"]
+
+ALREADY_ANSWERED = "That question was already answered: here is the next one."
+
+
+def answer_context(state: WebState, record: WebSession) -> dict[str, Any]:
+    """What the answering page shows; queues the next query when it is missing.
+
+    It reads the database: call it in a thread.
+
+    Args:
+        state: The server's state.
+        record: The session's record.
+
+    Returns:
+        The template's variables (without the forms' nonces).
+    """
+    with state.open(record.name) as s:
+        progress = s.progress()
+        query = s.pending()
+        parameters = s.parameters
+        q = s.q
+    prepared = state.preparer.prepared(record.name)
+    needs_work = (query is None and not progress.done) or prepared is None
+    if query is not None and prepared is not None and prepared.query_id != query.id:
+        needs_work = True  # e.g. after an undo: the recommendation is to be refreshed
+    if needs_work:
+        state.preparer.prepare(record.name)
+    bounds = {n: (lo, hi) for n, lo, hi in parameters}
+    draw = state.renderers.render
+    options = []
+    if query is not None:
+        options = [
+            {"index": i, "drawn": draw(record.renderer, values, bounds)}
+            for i, values in enumerate(query.as_dicts())
+        ]
+    best = None
+    if prepared is not None and prepared.best is not None:
+        b = prepared.best
+        best = {"drawn": draw(record.renderer, b.x, bounds), "mean": fmt(b.mean), "std": fmt(b.std)}
+    return {
+        "record": record,
+        "query": query,
+        "q": q,
+        "options": options,
+        "progress": progress,
+        "budget": progress.budget,
+        "best": best,
+        "preparing": query is None and not progress.done,
+        "error": "" if prepared is None else prepared.error,
+        "done": query is None and progress.done,
+        "refresh_s": state.config.refresh_s,
+    }
+
+
+def _render(state: WebState, context: dict[str, Any], notice: str = "", status: int = 200):
+    """The answering page, with fresh nonces for its forms."""
+    scope = f"s{context['record'].id}"
+    answer_nonce = state.nonces.issue(scope) if context["query"] is not None else ""
+    return state.render(
+        "answer.html",
+        status=status,
+        answer_nonce=answer_nonce,
+        undo_nonce=state.nonces.issue(scope),
+        notice=notice,
+        **context,
+    )
+
+
+async def _prepared_in_time(state: WebState, name: str) -> bool:
+    """Wait (bounded, without a thread) for the session's preparation under way."""
+    future = state.preparer.running(name)
+    if future is None or state.config.wait_s <= 0:
+        return False
+    done, _ = await asyncio.wait([asyncio.wrap_future(future)], timeout=state.config.wait_s)
+    return bool(done)
+
+
+async def answer_page(request: Request) -> Response:
+    """GET ``/a/<token>``: the pending query, or "preparing the next question"."""
+    state = web_state(request)
+    token = request.path_params["token"]
+    context = await run_in_threadpool(lambda: answer_context(state, annotator(state, token)))
+    record = context["record"]
+    if context["preparing"] and await _prepared_in_time(state, record.name):
+        context = await run_in_threadpool(answer_context, state, record)
+    return _render(state, context)
+
+
+def parse_choice(form: dict[str, str], q: int) -> tuple[int, dict[str, Any]]:
+    """The query an answer form names and the answer, as :meth:`Session.answer` takes it.
+
+    Args:
+        form: The form (``query_id``, ``choice``: ``0``..``q-1``, ``tie`` or ``skip``).
+        q: Options per query.
+
+    Returns:
+        ``(query_id, keyword arguments of Session.answer)``.
+
+    Raises:
+        HTTPProblem: 400 for a form without a query id or with an unknown choice.
+    """
+    try:
+        query_id = int(form.get("query_id", ""))
+    except ValueError:
+        raise HTTPProblem(400, "The answer does not name its query.") from None
+    choice = form.get("choice", "")
+    if choice == "tie":
+        return query_id, {"tie": True}
+    if choice == "skip":
+        return query_id, {"skip": True}
+    if choice.isdigit() and len(choice) < 4 and int(choice) < q:
+        return query_id, {"winner": int(choice)}
+    raise HTTPProblem(400, f"Unknown choice {choice[:20]!r}.")
+
+
+def _answer(session: Session, form: dict[str, str]) -> bool:
+    query_id, answer = parse_choice(form, session.q)
+    try:
+        session.answer(query_id, **answer)
+    except QueryNotPendingError:
+        return False
+    except InvalidAnswerError as err:
+        raise HTTPProblem(400, str(err)) from None
+    return True
+
+
+def _undo(session: Session, form: dict[str, str]) -> bool:
+    try:
+        session.undo()
+    except DatabaseBusyError:
+        raise
+    except SessionError:  # nothing to undo
+        return False
+    return True
+
+
+async def _post(
+    request: Request, write: Callable[[Session, dict[str, str]], bool], replayed: str, refused: str
+) -> Response:
+    """A POST of the answering page: its nonce, one write, the next query queued, the page.
+
+    The token, the nonce and the write are checked and made in one thread: the request waits
+    for nothing but the one short transaction.
+
+    Args:
+        request: The request.
+        write: The write; ``False`` when it did nothing (the page says ``refused``).
+        replayed: What the page says to a replayed form.
+        refused: What the page says when the write did nothing.
+
+    Returns:
+        A redirect to the page (303), or the page with 409 and a notice.
+    """
+    state = web_state(request)
+    token = request.path_params["token"]
+    form = await read_form(request)
+
+    def run() -> tuple[WebSession, str]:
+        record = annotator(state, token)
+        if check_nonce(state, f"s{record.id}", form.get("nonce")) is NonceStatus.REPLAYED:
+            return record, replayed
+        with state.open(record.name) as s:
+            if not write(s, form):
+                return record, refused
+        state.preparer.prepare(record.name)
+        return record, ""
+
+    record, notice = await run_in_threadpool(run)
+    if not notice:
+        return RedirectResponse(f"/a/{token}", status_code=303)
+    context = await run_in_threadpool(answer_context, state, record)
+    return _render(state, context, notice=notice, status=409)
+
+
+async def answer_post(request: Request) -> Response:
+    """POST ``/a/<token>/answer``: record the answer, queue the next query, back to the page."""
+    return await _post(request, _answer, ALREADY_ANSWERED, ALREADY_ANSWERED)
+
+
+async def undo_post(request: Request) -> Response:
+    """POST ``/a/<token>/undo``: retract the last answer; its query is asked again."""
+    return await _post(request, _undo, "That undo was already done.", "There is nothing to undo.")

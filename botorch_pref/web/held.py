@@ -1,0 +1,218 @@
+"""What runs inside a worker process: the sessions it holds and the work done on them.
+
+A worker process (see :class:`~botorch_pref.web.workers.Preparer`) imports this module, calls
+:func:`start` once, then runs the functions below one at a time, in the order they were sent.
+It keeps each session it was given an open :class:`~botorch_pref.sessions.Session`, and with it
+the session's optimiser, so that the next query after an answer only adds that answer to the
+model (and refits on the optimiser's schedule) instead of replaying the whole history. A
+session unused for ``idle_s`` seconds is closed and forgotten; its next use reopens it from the
+database, whose stored answers and fits are the source of truth (a reopened session gets the
+same queries as the process that recorded the answers).
+
+Everything here is module state of the worker process; nothing is shared with the server.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, TypeVar
+
+from botorch_pref.sessions import Best, Session
+
+__all__ = [
+    "Prepared",
+    "call",
+    "close_all",
+    "count",
+    "evict_idle",
+    "pid",
+    "prepare",
+    "recommendation",
+    "start",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A worker's last word on a session.
+
+    Attributes:
+        query_id: The pending query it prepared, or ``None``.
+        best: The recommendation after the answers it saw, or ``None``.
+        answers: How many standing answers it saw.
+        error: Why preparing failed, or ``""``.
+        seconds: How long preparing took.
+    """
+
+    query_id: int | None
+    best: Best | None
+    answers: int
+    error: str = ""
+    seconds: float = 0.0
+
+
+class _Held:
+    """The worker process's open sessions (one instance per process)."""
+
+    def __init__(self) -> None:
+        self.path = ""
+        self.idle_s = 600.0
+        self.sessions: dict[str, Session] = {}
+        self.last_used: dict[str, float] = {}
+
+
+_HELD = _Held()
+
+
+def start(path: str, idle_s: float, threads: int | None, server: Connection | None = None) -> None:
+    """Set up the worker process (its initializer).
+
+    Args:
+        path: The session database.
+        idle_s: Seconds after which an unused session is dropped from memory.
+        threads: torch's intra-op threads in this process, or ``None`` to leave torch's.
+        server: The reading end of a pipe whose other end only the server holds: when it
+            closes (the server stopped or was killed), this process exits at once.
+    """
+    _HELD.path = path
+    _HELD.idle_s = idle_s
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    if server is not None:
+        threading.Thread(target=_exit_with, args=(server,), daemon=True).start()
+
+
+def _exit_with(server: Connection) -> None:
+    """Wait for the server's end of the pipe to close, then end this process."""
+    try:
+        server.recv()
+    except (EOFError, OSError):
+        pass
+    os._exit(0)  # the stored answers are committed; nothing here needs saving
+
+
+def _session(name: str) -> Session:
+    s = _HELD.sessions.get(name)
+    if s is None:
+        s = Session.open(_HELD.path, name)
+        _HELD.sessions[name] = s
+    _HELD.last_used[name] = time.monotonic()
+    return s
+
+
+def _drop(name: str) -> None:
+    s = _HELD.sessions.pop(name, None)
+    _HELD.last_used.pop(name, None)
+    if s is not None:
+        s.close()
+
+
+def evict_idle(idle_s: float | None = None) -> list[str]:
+    """Close the sessions unused for longer than ``idle_s`` seconds.
+
+    Args:
+        idle_s: The limit (default: the one given to :func:`start`).
+
+    Returns:
+        The names dropped.
+    """
+    now = time.monotonic()
+    limit = _HELD.idle_s if idle_s is None else idle_s
+    stale = [n for n, t in _HELD.last_used.items() if now - t > limit]
+    for name in stale:
+        _drop(name)
+    return stale
+
+
+def recommendation(session: Session) -> Best | None:
+    """The session's recommendation: the one stored with its last query when it is current.
+
+    Args:
+        session: The session.
+
+    Returns:
+        The recommendation, or ``None`` before the first choice.
+    """
+    stored, choices = session.stored_best()
+    if stored is not None and stored.n_answers == choices:
+        return stored.best
+    return session.best() if choices else None
+
+
+def prepare(name: str) -> Prepared:
+    """Store the session's next query unless one is pending or its budget is reached.
+
+    :meth:`~botorch_pref.sessions.Session.ask` generates the query from a snapshot with no
+    lock held and stores it, with the recommendation of the same model, in one short
+    transaction; the recommendation is read back from what was stored.
+
+    Args:
+        name: The session's name.
+
+    Returns:
+        The pending query's id and the recommendation, or the error that stopped it.
+    """
+    begin = time.perf_counter()
+    evict_idle()
+    try:
+        s = _session(name)
+        progress = s.progress()
+        query = s.ask() if progress.pending or not progress.done else None
+        return Prepared(
+            None if query is None else query.id,
+            recommendation(s),
+            progress.answered,
+            seconds=time.perf_counter() - begin,
+        )
+    except Exception as err:  # SessionError and anything else: shown on the page
+        _drop(name)
+        error = f"{type(err).__name__}: {err}"
+        return Prepared(None, None, 0, error, time.perf_counter() - begin)
+
+
+def call(name: str, func: Callable[..., T], *args: Any) -> T:
+    """Run ``func(session, *args)`` on a held session (work that needs its model).
+
+    Args:
+        name: The session's name.
+        func: A module-level function (it is sent to the process by name).
+        *args: Its other arguments.
+
+    Returns:
+        What ``func`` returned.
+    """
+    evict_idle()
+    return func(_session(name), *args)
+
+
+def count() -> int:
+    """How many sessions this process holds.
+
+    Returns:
+        The count.
+    """
+    return len(_HELD.sessions)
+
+
+def pid() -> int:
+    """This process's id (also starts it: the server starts its workers with this).
+
+    Returns:
+        The id.
+    """
+    return os.getpid()
+
+
+def close_all() -> None:
+    """Close every held session."""
+    for name in list(_HELD.sessions):
+        _drop(name)

@@ -1,0 +1,136 @@
+"""The results view of a session and its downloads (admin token).
+
+``/admin/s/<id>``: the recommendation, the comparison-graph diagnostics and the answer
+history; its pictures (``utility.png``, ``graph.png``) are drawn by the session's worker, which
+holds its model; ``export.csv`` and ``export.json`` are the session's exports.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from botorch_pref.sessions import HistoryEntry, SessionNotFoundError
+from botorch_pref.web import held, plots
+from botorch_pref.web.admin import session_rows
+from botorch_pref.web.state import HTTPProblem, WebState, fmt, require_admin, web_state
+from botorch_pref.web.tokens import WebSession
+
+__all__ = ["export", "graph_png", "results_context", "results_page", "utility_png"]
+
+
+async def _admin_request(request: Request) -> tuple[WebState, WebSession]:
+    """The state and the record of the session an admin route names (admin token needed)."""
+    state = web_state(request)
+    return state, await run_in_threadpool(_admin_record, state, request)
+
+
+def _admin_record(state: WebState, request: Request) -> WebSession:
+    require_admin(state, request)
+    tokens = state.tokens()
+    record = None if tokens is None else tokens.by_id(request.path_params["id"])
+    if record is None and tokens is not None:
+        session_rows(state)  # sessions created elsewhere get their records
+        record = tokens.by_id(request.path_params["id"])
+    if record is None:
+        raise HTTPProblem(404, "No such session.")
+    return record
+
+
+def _history_row(entry: HistoryEntry) -> dict[str, Any]:
+    a, query = entry.answer, entry.query
+    return {
+        "number": query.number,
+        "options": [", ".join(f"{n}={fmt(v)}" for n, v in o.items()) for o in query.as_dicts()],
+        "kind": a.kind,
+        "winner": a.winner,
+        "answered_at": a.answered_at,
+        "response_s": None if a.response_s is None else f"{a.response_s:.1f}",
+        "retracted": a.retracted_at is not None,
+    }
+
+
+def results_context(state: WebState, record: WebSession) -> dict[str, Any]:
+    """What the results view shows (it reads the database and asks the worker: in a thread).
+
+    Args:
+        state: The server's state.
+        record: The session's record.
+
+    Returns:
+        The template's variables.
+    """
+    try:
+        with state.open(record.name) as s:
+            history = s.history()
+            progress = s.progress()
+            settings = s.settings
+            parameters = s.parameters
+    except SessionNotFoundError:
+        raise HTTPProblem(404, "No such session.") from None
+    graph = state.preparer.call(record.name, plots.comparison_graph_summary)
+    best = state.preparer.call(record.name, held.recommendation)
+    return {
+        "record": record,
+        "progress": progress,
+        "settings": settings,
+        "parameters": parameters,
+        "history": [_history_row(entry) for entry in history],
+        "graph": graph,
+        "best": best,
+        "best_text": ""
+        if best is None
+        else ", ".join(f"{n} = {fmt(v)}" for n, v in best.x.items()),
+        "fmt": fmt,
+    }
+
+
+async def results_page(request: Request) -> Response:
+    """GET ``/admin/s/<id>``: the results view."""
+    state, record = await _admin_request(request)
+    context = await run_in_threadpool(results_context, state, record)
+    return state.render("results.html", **context, link=f"/a/{record.token}")
+
+
+async def _png(request: Request, draw: Any) -> Response:
+    state, record = await _admin_request(request)
+    png = await run_in_threadpool(state.preparer.call, record.name, draw)
+    if png is None:
+        raise HTTPProblem(404, "Nothing to draw yet.")
+    return Response(png, media_type="image/png")
+
+
+async def utility_png(request: Request) -> Response:
+    """GET ``/admin/s/<id>/utility.png``: the learned utility through the recommendation."""
+    return await _png(request, plots.utility_png)
+
+
+async def graph_png(request: Request) -> Response:
+    """GET ``/admin/s/<id>/graph.png``: the comparison graph."""
+    return await _png(request, plots.comparison_graph_png)
+
+
+async def export(request: Request) -> Response:
+    """GET ``/admin/s/<id>/export.csv`` or ``.json``: the session's export as a download."""
+    state, record = await _admin_request(request)
+    kind = request.path_params["fmt"]
+    if kind not in ("csv", "json"):
+        raise HTTPProblem(404, "Exports are export.csv and export.json.")
+
+    def write() -> str:
+        buf = io.StringIO()
+        with state.open(record.name) as s:
+            (s.export_csv if kind == "csv" else s.export_json)(buf)
+        return buf.getvalue()
+
+    text = await run_in_threadpool(write)
+    media = "text/csv" if kind == "csv" else "application/json"
+    return Response(
+        text,
+        media_type=f"{media}; charset=utf-8",
+        headers={"content-disposition": f'attachment; filename="session-{record.id}.{kind}"'},
+    )
