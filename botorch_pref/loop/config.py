@@ -33,15 +33,19 @@ from typing import Any
 
 import torch
 
-from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit, Ranking
+from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseLogit, PairwiseProbit, Ranking
 from botorch_pref.loop.answers import as_index
 from botorch_pref.models.factories import MODEL_FACTORIES, ModelFactory
+from botorch_pref.models.kernels import BASE_KERNELS
 
 __all__ = ["STRATEGIES", "LoopConfig", "acquisition_effort"]
 
 #: The query strategies of the loop: analytic EUBO on pairs, Monte-Carlo qEUBO on ``q``
 #: options, champion-challenger, and uniformly random queries (the baseline).
 STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
+
+#: The lengthscale priors of the Laplace models' kernel.
+LENGTHSCALE_PRIORS = ("gamma", "dim_scaled")
 
 # Caps on the acquisition optimiser's effort (see the module docstring).
 MIN_RESTARTS, MAX_RESTARTS = 4, 10
@@ -97,6 +101,13 @@ class LoopConfig:
         answers: ``"choice"``, ``"pairs"`` or ``"auto"`` (how ``q > 2`` answers are modelled).
         ties: Accept "no preference" answers to pairs (needs ``answers="pairs"``).
         champion_variant: ``"joint"`` or ``"marginal"`` (Brochu's EI) for champion-challenger.
+        lengthscale_prior: The kernel's lengthscale prior for the Laplace models: ``"gamma"``
+            or ``"dim_scaled"`` (see :func:`~botorch_pref.models.kernels.make_covar_module`).
+        kernel: The Laplace models' base kernel: ``"rbf"``, ``"matern52"`` or ``"matern32"``
+            (see :func:`~botorch_pref.models.kernels.make_covar_module`).
+        link: How a pair's answer depends on the utility gap: ``"probit"`` or ``"logit"``
+            (:class:`~botorch_pref.likelihoods.PairwiseProbit` or
+            :class:`~botorch_pref.likelihoods.PairwiseLogit`).
         device: Device of the model and of every tensor the loop returns.
         dtype: ``torch.float64`` or ``torch.float32``.
         seed: Seed of all randomness; ``None`` draws one from torch's global generator.
@@ -115,6 +126,9 @@ class LoopConfig:
     answers: str = "auto"
     ties: bool = False
     champion_variant: str = "joint"
+    lengthscale_prior: str = "gamma"
+    kernel: str = "rbf"
+    link: str = "probit"
     device: torch.device | str | None = None
     dtype: torch.dtype = torch.float64
     seed: int | None = None
@@ -150,9 +164,20 @@ class LoopConfig:
         """A fresh likelihood for the answers, or ``None`` for the model's default probit."""
         if self.answers == "choice":
             return Ranking()
+        link = PairwiseLogit if self.link == "logit" else PairwiseProbit
         if self.ties:
-            return PairwiseProbit(tie_threshold=0.5)
-        return None
+            return link(tie_threshold=0.5)
+        return PairwiseLogit() if self.link == "logit" else None
+
+    def model_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of the model factory besides the data (likelihood, priors)."""
+        likelihood = self.likelihood()
+        kwargs: dict[str, Any] = {} if likelihood is None else {"likelihood": likelihood}
+        if self.lengthscale_prior != "gamma":
+            kwargs["lengthscale_prior"] = self.lengthscale_prior
+        if self.kernel != "rbf":
+            kwargs["base_kernel"] = self.kernel
+        return kwargs
 
 
 def _resolve(config: LoopConfig) -> dict[str, Any]:
@@ -199,6 +224,25 @@ def _resolve(config: LoopConfig) -> dict[str, Any]:
         raise ValueError(
             f"champion_variant must be 'joint' or 'marginal', got {config.champion_variant!r}."
         )
+    if config.lengthscale_prior not in LENGTHSCALE_PRIORS:
+        raise ValueError(
+            f"lengthscale_prior must be one of {', '.join(LENGTHSCALE_PRIORS)}, got "
+            f"{config.lengthscale_prior!r}."
+        )
+    if config.kernel not in BASE_KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(BASE_KERNELS)}, got {config.kernel!r}.")
+    custom = {"lengthscale_prior": "gamma", "kernel": "rbf"}
+    for name, default in custom.items():
+        value = getattr(config, name)
+        if value != default and config.model not in ("laplace", "laplace-box"):
+            raise ValueError(
+                f"{name}={value!r} needs model='laplace' or 'laplace-box', got "
+                f"{config.model_name!r}."
+            )
+    if config.link not in ("probit", "logit"):
+        raise ValueError(f"link must be 'probit' or 'logit', got {config.link!r}.")
+    if config.link == "logit" and config.model == "pairwisegp":
+        raise ValueError("model='pairwisegp' has a probit link only; use link='probit'.")
     seed = config.seed
     seed = int(torch.randint(0, 2**62, (1,)).item()) if seed is None else seed
     return {

@@ -259,9 +259,7 @@ class LoopState:
         groups = []
         for members in member_sets:
             X, data = self._inputs(members, ext)
-            likelihood = cfg.likelihood()
-            kwargs = {} if likelihood is None else {"likelihood": likelihood}
-            model, mll = cfg.factory(X, data, **kwargs)
+            model, mll = cfg.factory(X, data, **cfg.model_kwargs())
             model.to(**cfg.tkwargs)
             group = ModelGroup(members, model, mll)
             if fit:
