@@ -4,9 +4,10 @@ Acquisition optimisers evaluate the joint posterior at small batches of ``q`` de
 or more times per query; GPyTorch's kernel, distribution and posterior objects then cost more
 than the arithmetic. For a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with the
 kernel :math:`k(x, x') = s\, \rho(\|z - z'\|^2)`, :math:`z = x / \ell` (a
-``ScaleKernel(RBFKernel)`` with :math:`\rho(r^2) = e^{-r^2/2}`, or a ``ScaleKernel(MaternKernel)``
-of smoothness :math:`\nu = 5/2` or :math:`3/2` with :math:`\rho = (1 + \sqrt 5 r + \tfrac53 r^2)
-e^{-\sqrt 5 r}` or :math:`(1 + \sqrt 3 r) e^{-\sqrt 3 r}`; ARD or isotropic), and the model's cached Laplace factors
+``ScaleKernel(RBFKernel)`` with :math:`\rho(r^2) = e^{-r^2/2}`, or a
+``ScaleKernel(MaternKernel)`` of smoothness :math:`\nu = 5/2` or :math:`3/2` with
+:math:`\rho = (1 + \sqrt 5 r + \tfrac53 r^2) e^{-\sqrt 5 r}` or
+:math:`(1 + \sqrt 3 r) e^{-\sqrt 3 r}`; ARD or isotropic), and the model's cached Laplace factors
 (:meth:`~botorch_pref.models.pairwise.PairwiseLaplaceGP.predictive_factors`: representer weights
 :math:`\alpha` and whitened curvature factor ``M``), the posterior at designs :math:`X_*` is
 
@@ -103,7 +104,7 @@ class RBFMoments(NamedTuple):
 
 
 def supports_rbf_moments(model: Model) -> bool:
-    """Whether :func:`rbf_predictive_moments` applies to ``model``.
+    r"""Whether :func:`rbf_predictive_moments` applies to ``model``.
 
     It does for a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with data, no input
     transform, a batch shape of at most one dimension and a ``ScaleKernel`` of an ``RBFKernel``
