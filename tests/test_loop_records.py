@@ -7,6 +7,7 @@ import torch
 
 from botorch_pref.likelihoods import ObservationKind, PairwiseProbit, Ranking
 from botorch_pref.loop import Answer, LoopConfig
+from botorch_pref.loop.config import DEFAULT_KERNEL
 from botorch_pref.loop.records import AnswerRecord
 
 DT = torch.float64
@@ -71,6 +72,8 @@ def test_config_hands_the_factory_its_kernel_prior_and_link():
     assert isinstance(ties, PairwiseLogit) and ties.has_ties
     assert LoopConfig(2, kernel="matern32", seed=1).model_kwargs() == {"base_kernel": "matern32"}
     assert LoopConfig(2, kernel="rbf", seed=1).model_kwargs() == {}
+    assert LoopConfig(2, model="pairwisegp", seed=1).kernel is None
+    assert LoopConfig(2, seed=1).kernel == DEFAULT_KERNEL
 
 
 @pytest.mark.parametrize(

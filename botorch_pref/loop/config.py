@@ -38,12 +38,14 @@ from botorch_pref.loop.answers import as_index
 from botorch_pref.models.factories import MODEL_FACTORIES, ModelFactory
 from botorch_pref.models.kernels import BASE_KERNELS
 
-__all__ = ["STRATEGIES", "LoopConfig", "acquisition_effort"]
+__all__ = ["DEFAULT_KERNEL", "STRATEGIES", "LoopConfig", "acquisition_effort"]
 
 #: The query strategies of the loop: analytic EUBO on pairs, Monte-Carlo qEUBO on ``q``
 #: options, champion-challenger, and uniformly random queries (the baseline).
 STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
 
+#: The Laplace models' base kernel when ``kernel`` is not given (module docstring).
+DEFAULT_KERNEL = "matern32"
 #: The lengthscale priors of the Laplace models' kernel.
 LENGTHSCALE_PRIORS = ("gamma", "dim_scaled")
 
@@ -104,7 +106,9 @@ class LoopConfig:
         lengthscale_prior: The kernel's lengthscale prior for the Laplace models: ``"gamma"``
             or ``"dim_scaled"`` (see :func:`~botorch_pref.models.kernels.make_covar_module`).
         kernel: The Laplace models' base kernel: ``"rbf"``, ``"matern52"`` or ``"matern32"``
-            (see :func:`~botorch_pref.models.kernels.make_covar_module`).
+            (see :func:`~botorch_pref.models.kernels.make_covar_module`); ``None``: the default
+            :data:`DEFAULT_KERNEL` for ``model="laplace"`` and ``"laplace-box"``, the factory's
+            own kernel for other models (resolved to ``None``).
         link: How a pair's answer depends on the utility gap: ``"probit"`` or ``"logit"``
             (:class:`~botorch_pref.likelihoods.PairwiseProbit` or
             :class:`~botorch_pref.likelihoods.PairwiseLogit`).
@@ -127,7 +131,7 @@ class LoopConfig:
     ties: bool = False
     champion_variant: str = "joint"
     lengthscale_prior: str = "gamma"
-    kernel: str = "rbf"
+    kernel: str | None = None
     link: str = "probit"
     device: torch.device | str | None = None
     dtype: torch.dtype = torch.float64
@@ -175,7 +179,7 @@ class LoopConfig:
         kwargs: dict[str, Any] = {} if likelihood is None else {"likelihood": likelihood}
         if self.lengthscale_prior != "gamma":
             kwargs["lengthscale_prior"] = self.lengthscale_prior
-        if self.kernel != "rbf":
+        if self.kernel not in (None, "rbf"):
             kwargs["base_kernel"] = self.kernel
         return kwargs
 
@@ -229,12 +233,16 @@ def _resolve(config: LoopConfig) -> dict[str, Any]:
             f"lengthscale_prior must be one of {', '.join(LENGTHSCALE_PRIORS)}, got "
             f"{config.lengthscale_prior!r}."
         )
-    if config.kernel not in BASE_KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(BASE_KERNELS)}, got {config.kernel!r}.")
-    custom = {"lengthscale_prior": "gamma", "kernel": "rbf"}
-    for name, default in custom.items():
+    laplace = config.model in ("laplace", "laplace-box")
+    kernel = config.kernel
+    if kernel is None:
+        kernel = DEFAULT_KERNEL if laplace else None
+    elif kernel not in BASE_KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(BASE_KERNELS)}, got {kernel!r}.")
+    custom = {"lengthscale_prior": ("gamma",), "kernel": (None,)}
+    for name, defaults in custom.items():
         value = getattr(config, name)
-        if value != default and config.model not in ("laplace", "laplace-box"):
+        if value not in defaults and not laplace:
             raise ValueError(
                 f"{name}={value!r} needs model='laplace' or 'laplace-box', got "
                 f"{config.model_name!r}."
@@ -256,6 +264,7 @@ def _resolve(config: LoopConfig) -> dict[str, Any]:
         "mc_samples": positive_int(config.mc_samples, "mc_samples"),
         "answers": answers,
         "ties": ties,
+        "kernel": kernel,
         "device": torch.device(config.device if config.device is not None else "cpu"),
         "seed": nonnegative_int(seed, "seed"),
         "factory": factory,
