@@ -94,6 +94,9 @@ def test_laplace_factories_give_batched_data_one_set_of_hyperparameters_per_memb
     for name in ("laplace", "laplace-box"):
         model, _ = MODEL_FACTORIES[name](X, C)
         assert model.covar_module.outputscale.shape == (3,)
+        # one log-prior per member (the batched fit needs it)
+        priors = [p.log_prob(f(m)).shape for _, m, p, f, _ in model.named_priors()]
+        assert all(shape[0] == 3 for shape in priors), priors
         assert model.covar_module.base_kernel.lengthscale.shape == (3, 1, 2)
 
 

@@ -24,6 +24,12 @@ Defaults and why:
   Plackett-Luce ranking), both modelled by :class:`~botorch_pref.likelihoods.Ranking`; pairs
   use the probit pair likelihood. ``ties=True`` makes the pair likelihood ordinal
   (:class:`~botorch_pref.likelihoods.PairwiseProbit` with a fitted tie threshold).
+* ``kernel = "matern32"`` for the Laplace models (:data:`DEFAULT_KERNEL`): a Matern 3/2 kernel
+  trusts its interpolation less far from the compared designs than the RBF kernel, so the
+  acquisition looks closer to the best designs instead of leaning on a smooth extrapolation;
+  measured on the question-quality suite (``benchmarks/pbo.py --suite``, figures in
+  ``benchmarks/RESULTS.md``) it gave better questions on every problem there. The lengthscale
+  prior (``"gamma"``) and the probit link stay: the alternatives measured no better.
 """
 
 from __future__ import annotations

@@ -47,11 +47,13 @@ ModelFactory = Callable[[Tensor, Tensor], tuple[Model, MarginalLogLikelihood]]
 
 
 def _outputscale(kernel: ScaleKernel) -> Tensor:
-    return kernel.outputscale
+    # A trailing dimension of one: SmoothedBoxPrior sums its log-density over the last
+    # dimension, which must not be the members' batch dimension.
+    return kernel.outputscale.unsqueeze(-1)
 
 
 def _set_outputscale(kernel: ScaleKernel, value: Tensor) -> None:
-    kernel.initialize(outputscale=value)
+    kernel.initialize(outputscale=value.squeeze(-1))
 
 
 def box_covar_module(
