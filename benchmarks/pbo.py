@@ -357,7 +357,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.suite or args.compare:
+    if args.suite or args.compare or args.tabulate:
         args.problems = args.problems or list(suite.SUITE)
         args.replications = args.replications or 16
         return suite.run(args)

@@ -17,7 +17,8 @@ acquisition queries, BoTorch's after 50, the paired difference to BoTorch's same
 (ours minus theirs, by seed) with its standard error, and seconds per acquisition query (ours:
 a batched step's wall time over ``R``; BoTorch's: one run's median). A JSON of every curve and a
 PNG of the mean curves are written; ``--compare A.json B.json`` prints the paired difference of
-two suite runs (a lever's A/B with common random numbers).
+two suite runs (a lever's A/B with common random numbers), and ``--tabulate JSON...`` merges suite
+runs into one table and plot with the BoTorch runs cached by then.
 """
 
 from __future__ import annotations
@@ -193,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
         a, b = (json.loads(Path(p).read_text()) for p in args.compare)
         print(compare(a, b, a["config"]["queries"]), flush=True)
         return 0
+    if args.tabulate:
+        return tabulate(args)
     settings = dict(_setting(s) for s in args.set or [])
     problems, strategies, R = args.problems, args.suite_strategies, args.replications
     out = Path(args.out + "-suite")
@@ -219,6 +222,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def tabulate(args: argparse.Namespace) -> int:
+    """Merge suite JSONs, attach BoTorch's runs cached since, print the table, plot."""
+    results: dict = {}
+    queries = None
+    for path in args.tabulate:
+        payload = json.loads(Path(path).read_text())
+        cfg = payload["config"]
+        queries = cfg["queries"]
+        for problem, cells in payload["results"].items():
+            scale = calibrate_noise(get_utility(problem), args.error_rate, noise="gumbel", seed=0)
+            for strategy, cell in cells.items():
+                R = len(cell["ours"]["seeds"])
+                anchor = run_anchor(problem, strategy, R, queries, cfg["seed"], scale, "cached")
+                results.setdefault(problem, {})[strategy] = {"ours": cell["ours"], "anchor": anchor}
+    print(table(results, queries), flush=True)
+    out = Path(args.out + "-suite-table.png")
+    plot(results, out)
+    print(f"\nwrote {out}", flush=True)
+    return 0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite's options of ``benchmarks/pbo.py``."""
     parser.add_argument("--suite", action="store_true", help="run the question-quality suite")
@@ -235,3 +259,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="BoTorch's pipeline: run missing runs, use cached runs only, or skip it",
     )
     parser.add_argument("--compare", nargs=2, metavar="JSON", help="A/B of two suite runs")
+    parser.add_argument(
+        "--tabulate", nargs="+", metavar="JSON", help="table and plot of suite runs (run nothing)"
+    )
