@@ -28,8 +28,9 @@ Defaults and why:
   trusts its interpolation less far from the compared designs than the RBF kernel, so the
   acquisition looks closer to the best designs instead of leaning on a smooth extrapolation;
   measured on the question-quality suite (``benchmarks/pbo.py --suite``, figures in
-  ``benchmarks/RESULTS.md``) it gave better questions on every problem there. The lengthscale
-  prior (``"gamma"``) and the probit link stay: the alternatives measured no better.
+  ``benchmarks/RESULTS.md``) it gave better questions on average and on most problems there
+  (not on all). The lengthscale prior (``"gamma"``) and the probit link stay: the alternatives
+  measured no better.
 """
 
 from __future__ import annotations
