@@ -56,11 +56,9 @@ def main() -> int:
             run = suite_anchor.run_anchor(problem, "eubo", seed, queries=QUERIES, scale=scale)
             theirs = statistics.median(run["seconds"])
             mine = ours(problem, seed, scale)
-            print(
-                f"{problem} seed {seed}: s/query BoTorch's pipeline {theirs:.2f}, ours "
-                f"{mine:.2f}, ratio {theirs / mine:.1f}",
-                flush=True,
-            )
+            ratio = theirs / mine
+            line = f"s/query BoTorch's pipeline {theirs:.2f}, ours {mine:.2f}, ratio {ratio:.1f}"
+            print(f"{problem} seed {seed}: {line}", flush=True)
     return 0
 
 
