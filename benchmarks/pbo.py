@@ -36,6 +36,9 @@ Examples::
 ``--merge a.json b.json --out c`` summarises runs made in several invocations (for instance
 seeds split across processes) as one table and one plot.
 
+``--suite`` runs the question-quality suite: our strategies through the batched loop next to
+BoTorch's own pipeline on the same seeds (see ``benchmarks/suite.py``).
+
 ``--batched`` runs all replications in lockstep on one batched model next to the sequential
 loop and ``--choice-study`` compares q = 4 answers as choices, as pairs, and q = 2 (see
 ``benchmarks/pbo_batched.py``).
@@ -61,6 +64,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pbo_batched  # the --batched and --choice-study modes
+import suite  # the --suite mode
 
 from botorch_pref.loop import MODEL_FACTORIES, STRATEGIES, PreferenceOptimizer
 from botorch_pref.test_functions import Utility, get_utility
@@ -312,7 +316,9 @@ def _parse_runs(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--problems", nargs="+", default=list(PROBLEMS))
+    parser.add_argument(
+        "--problems", nargs="+", help="default: hartmann6 ackley6 branin (--suite: the suite)"
+    )
     parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
     parser.add_argument(
         "--models", nargs="+", choices=list(MODEL_FACTORIES), default=list(MODEL_FACTORIES)
@@ -320,7 +326,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--runs", nargs="+", metavar="MODEL:STRATEGY", help="explicit pairs (overrides both)"
     )
-    parser.add_argument("--replications", type=int, default=5)
+    parser.add_argument("--replications", type=int, help="default 5 (--suite: 16)")
     parser.add_argument("--queries", type=int, default=50, help="after 4d initial (or 150)")
     parser.add_argument("--error-rate", type=float, default=0.2)
     parser.add_argument("--q", type=int, default=2, help="options per query")
@@ -345,11 +351,18 @@ def _parser() -> argparse.ArgumentParser:
         help="summarise and plot the runs of earlier JSON outputs together (run nothing)",
     )
     pbo_batched.add_arguments(parser)
+    suite.add_arguments(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.suite or args.compare or args.tabulate:
+        args.problems = args.problems or list(suite.SUITE)
+        args.replications = args.replications or 16
+        return suite.run(args)
+    args.problems = args.problems or list(PROBLEMS)
+    args.replications = args.replications or 5
     if args.merge:
         runs, checkpoints = load_runs(args.merge)
         print(summarise(runs, checkpoints), flush=True)

@@ -348,6 +348,15 @@ def _mean_error(delta: Tensor, scale: float, noise: str) -> float:
     return error_probability(delta, scale, noise).mean().item()
 
 
+def _pair_gaps(top: Tensor, n_pairs: int, g: torch.Generator | None) -> Tensor:
+    """Absolute utility gaps of ``n_pairs`` uniform pairs of distinct entries of ``top``."""
+    k = top.shape[0]
+    i = torch.randint(k, (n_pairs,), generator=g)
+    j = torch.randint(k - 1, (n_pairs,), generator=g)
+    j = j + (j >= i).long()
+    return (top[i] - top[j]).abs()
+
+
 def calibrate_noise(
     utility: Callable[[Tensor], Tensor],
     error_rate: float = 0.2,
@@ -412,18 +421,20 @@ def calibrate_noise(
         seed=g,
         chunk_size=chunk_size,
     )
-    k = top.shape[0]
-    i = torch.randint(k, (int(n_pairs),), generator=g)
-    j = torch.randint(k - 1, (int(n_pairs),), generator=g)
-    j = j + (j >= i).long()
-    delta = (top[i] - top[j]).abs()
+    delta = _pair_gaps(top, int(n_pairs), g)
     positive = delta[delta > 0]
     if positive.numel() == 0 or 0.5 * (delta == 0).double().mean().item() >= error_rate:
         raise ValueError(
             "The utility is (nearly always) tied on the top designs; "
             f"an error rate of {error_rate} cannot be reached."
         )
-    lo = hi = positive.median().item()
+    return _solve_scale(delta, positive.median().item(), error_rate, noise, rtol)
+
+
+def _solve_scale(delta: Tensor, start: float, error_rate: float, noise: str, rtol: float) -> float:
+    r"""The root :math:`s` of :math:`\bar e(s) = \text{error\_rate}`: bracketed by halving and
+    doubling from ``start``, then bisected on :math:`\log s` to relative precision ``rtol``."""
+    lo = hi = start
     while _mean_error(delta, lo, noise) > error_rate:
         lo /= 2.0
     while _mean_error(delta, hi, noise) < error_rate:

@@ -397,3 +397,45 @@ def test_rbf_predictive_moments_equal_the_model_posterior():
     torch.testing.assert_close(
         moments.difference_variance(), cov[..., 0, 0] + cov[..., 1, 1] - 2 * cov[..., 0, 1]
     )
+
+
+@pytest.mark.parametrize("kernel", ["matern52", "matern32"])
+def test_fused_moments_and_eubo_of_matern_kernels_equal_the_posterior_path(kernel):
+    from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
+
+    from botorch_pref.acquisition import LaplaceEUBO, rbf_predictive_moments
+    from botorch_pref.models.pairwise import make_covar_module
+
+    X, C = _data(seed=4, n=12, d=3)
+    model = PairwiseLaplaceGP(X, C, covar_module=make_covar_module(3, base_kernel=kernel))
+    g = torch.Generator().manual_seed(2)
+    Z = torch.rand(5, 3, 3, dtype=DT, generator=g)
+    moments = rbf_predictive_moments(model, Z)
+    post = model.posterior(Z)
+    cov = post.distribution.covariance_matrix
+    torch.testing.assert_close(moments.mean, post.mean.squeeze(-1))
+    torch.testing.assert_close(moments.covariance(), cov)
+    torch.testing.assert_close(
+        moments.difference_variance(), cov[..., 0, 0] + cov[..., 1, 1] - 2 * cov[..., 0, 1]
+    )
+    fused = make_eubo(model)
+    assert isinstance(fused, LaplaceEUBO)
+    reference = AnalyticExpectedUtilityOfBestOption(pref_model=model)
+    pairs = torch.rand(6, 2, 3, dtype=DT, generator=g, requires_grad=True)
+    (gv,) = torch.autograd.grad(fused(pairs).sum(), pairs)
+    (gr,) = torch.autograd.grad(reference(pairs).sum(), pairs)
+    torch.testing.assert_close(fused(pairs), reference(pairs))
+    torch.testing.assert_close(gv, gr)
+
+
+def test_matern_correlation_is_flat_at_zero_and_rejects_other_smoothness():
+    from botorch_pref.acquisition import correlation
+
+    sq = torch.zeros(3, dtype=DT, requires_grad=True)
+    assert correlation(sq, None).tolist() == [1.0, 1.0, 1.0]
+    for nu in (1.5, 2.5):
+        value = correlation(sq, nu)
+        (grad,) = torch.autograd.grad(value.sum(), sq)
+        assert value.tolist() == [1.0, 1.0, 1.0] and grad.abs().max() == 0
+    with pytest.raises(ValueError, match="smoothness"):
+        correlation(sq, 0.5)

@@ -16,7 +16,7 @@ MAX_MODULE_LINES = 520
 MAX_FUNCTION_LINES = 90
 
 # Still over the limits, to be split; remove an entry once it is split (a stale entry fails).
-LONG_MODULES = {"test_functions.py"}
+LONG_MODULES: set[str] = set()
 LONG_FUNCTIONS: set[str] = set()
 
 # Layer of each top-level module or subpackage: imports go to the same or a lower layer.

@@ -9,6 +9,7 @@ from linear_operator.utils.errors import NotPSDError
 
 from botorch_pref import PairwiseLaplaceGP, PreferenceOptimizer, QueryRecord
 from botorch_pref.likelihoods import ObservationKind, Ranking
+from botorch_pref.models.kernels import make_covar_module
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import SimulatedUser
 
@@ -456,7 +457,8 @@ def test_a_failed_refit_keeps_the_hyperparameters_and_records_the_answer(monkeyp
     assert all(torch.equal(before[k], after[k]) for k in before)
     # The posterior is the one at the kept hyperparameters on all four answers: a model built
     # from scratch with them agrees.
-    ref = PairwiseLaplaceGP(opt.model.datapoints, opt.comparisons.clone())
+    kernel = make_covar_module(opt.dim, base_kernel=opt.kernel)  # the loop's default kernel
+    ref = PairwiseLaplaceGP(opt.model.datapoints, opt.comparisons.clone(), covar_module=kernel)
     ref.covar_module.load_state_dict(before)
     Xt = opt.model.datapoints
     with torch.no_grad():

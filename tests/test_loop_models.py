@@ -94,4 +94,24 @@ def test_laplace_factories_give_batched_data_one_set_of_hyperparameters_per_memb
     for name in ("laplace", "laplace-box"):
         model, _ = MODEL_FACTORIES[name](X, C)
         assert model.covar_module.outputscale.shape == (3,)
+        # one log-prior per member (the batched fit needs it)
+        priors = [p.log_prob(f(m)).shape for _, m, p, f, _ in model.named_priors()]
+        assert all(shape[0] == 3 for shape in priors), priors
         assert model.covar_module.base_kernel.lengthscale.shape == (3, 1, 2)
+
+
+@pytest.mark.parametrize("name", ["laplace", "laplace-box"])
+def test_laplace_factories_build_the_requested_kernel_and_lengthscale_prior(name):
+    from gpytorch.kernels import MaternKernel, RBFKernel
+    from gpytorch.priors import LogNormalPrior
+
+    X = torch.rand(5, 2, dtype=DT, generator=torch.Generator().manual_seed(0))
+    C = torch.tensor([[0, 1], [2, 3]])
+    model, _ = MODEL_FACTORIES[name](X, C, base_kernel="matern32", lengthscale_prior="dim_scaled")
+    base = model.covar_module.base_kernel
+    assert isinstance(base, MaternKernel) and base.nu == 1.5
+    assert isinstance(base.lengthscale_prior, LogNormalPrior)
+    model, _ = MODEL_FACTORIES[name](X, C)
+    assert type(model.covar_module.base_kernel) is RBFKernel
+    with pytest.raises(ValueError, match="base_kernel"):
+        MODEL_FACTORIES[name](X, C, base_kernel="linear")

@@ -7,6 +7,7 @@ import torch
 
 from botorch_pref.likelihoods import ObservationKind, PairwiseProbit, Ranking
 from botorch_pref.loop import Answer, LoopConfig
+from botorch_pref.loop.config import DEFAULT_KERNEL
 from botorch_pref.loop.records import AnswerRecord
 
 DT = torch.float64
@@ -60,6 +61,21 @@ def test_config_resolves_every_default_once():
     assert LoopConfig(2).seed >= 0  # drawn when not given
 
 
+def test_config_hands_the_factory_its_kernel_prior_and_link():
+    from botorch_pref.likelihoods import PairwiseLogit
+
+    c = LoopConfig(2, kernel="rbf", lengthscale_prior="dim_scaled", link="logit", seed=1)
+    kwargs = c.model_kwargs()
+    assert isinstance(kwargs.pop("likelihood"), PairwiseLogit)
+    assert kwargs == {"lengthscale_prior": "dim_scaled"}
+    ties = LoopConfig(2, link="logit", ties=True, seed=1).likelihood()
+    assert isinstance(ties, PairwiseLogit) and ties.has_ties
+    assert LoopConfig(2, kernel="matern32", seed=1).model_kwargs() == {"base_kernel": "matern32"}
+    assert LoopConfig(2, kernel="rbf", seed=1).model_kwargs() == {}
+    assert LoopConfig(2, model="pairwisegp", seed=1).kernel is None
+    assert LoopConfig(2, seed=1).kernel == DEFAULT_KERNEL
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -75,6 +91,12 @@ def test_config_resolves_every_default_once():
         ({"champion_variant": "x"}, "champion_variant"),
         ({"dtype": torch.int64}, "dtype"),
         ({"seed": -3}, "seed"),
+        ({"kernel": "periodic"}, "kernel"),
+        ({"kernel": "matern52", "model": "pairwisegp"}, "kernel"),
+        ({"lengthscale_prior": "flat"}, "lengthscale_prior"),
+        ({"lengthscale_prior": "dim_scaled", "model": "pairwisegp"}, "lengthscale_prior"),
+        ({"link": "cauchit"}, "link"),
+        ({"link": "logit", "model": "pairwisegp"}, "probit link"),
     ],
 )
 def test_config_rejects_bad_settings(kwargs, message):

@@ -73,4 +73,6 @@ def test_loop_state_rejects_a_bad_backend():
     with pytest.raises(ValueError, match="backend"):
         LoopState(config, bounds, backend="threads")
     with pytest.raises(ValueError, match="batched back end"):
-        LoopState(dataclasses.replace(config, model="pairwisegp"), bounds, [0, 1], "batched")
+        LoopState(
+            dataclasses.replace(config, model="pairwisegp", kernel=None), bounds, [0, 1], "batched"
+        )

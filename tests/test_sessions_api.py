@@ -457,3 +457,29 @@ def test_malformed_import_files_import_nothing(tmp_path, session, content, suffi
 def test_import_from_a_missing_file(tmp_path, session):
     with pytest.raises(FileNotFoundError):
         session.import_comparisons(tmp_path / "nope.json")
+
+
+def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
+    """A new session stores the kernel it resolved; one stored without a kernel (made before the
+    kernel was a setting) resumes with the RBF kernel it was created with, not today's default."""
+    from botorch_pref.loop.config import DEFAULT_KERNEL
+
+    path = tmp_path / "s.db"
+    s = Session.create(path, "new", PARAMS, **FAST)
+    assert s.settings["kernel"] == DEFAULT_KERNEL
+    s.close()
+    s = Session.create(path, "chosen", PARAMS, kernel="rbf", **FAST)
+    s.close()
+    Session.create(path, "old", PARAMS, **FAST).close()
+    con = sqlite3.connect(path)
+    options = json.loads(
+        con.execute("SELECT options FROM sessions WHERE name = 'old'").fetchone()[0]
+    )
+    del options["kernel"]
+    with con:
+        con.execute("UPDATE sessions SET options = ? WHERE name = 'old'", (json.dumps(options),))
+    con.close()
+    for name, kernel in (("new", DEFAULT_KERNEL), ("chosen", "rbf"), ("old", "rbf")):
+        with Session.open(path, name) as s:
+            assert s.settings["kernel"] == kernel
+            assert len(s.ask().options) == 2

@@ -5,6 +5,7 @@ from botorch_pref.acquisition.eubo import LaplaceEUBO, LaplaceQEUBO, make_eubo, 
 from botorch_pref.acquisition.improvement import expected_improvement, log_expected_improvement
 from botorch_pref.acquisition.moments import (
     RBFMoments,
+    correlation,
     rbf_predictive_moments,
     supports_rbf_moments,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "RBFMoments",
     "champion",
     "champion_index",
+    "correlation",
     "expected_improvement",
     "lean_kernels",
     "log_expected_improvement",

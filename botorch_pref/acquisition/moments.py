@@ -1,10 +1,13 @@
-r"""Predictive moments of a preference GP with a scaled RBF kernel, in a few tensor operations.
+r"""Predictive moments of a preference GP with a scaled RBF or Matern kernel, in a few tensor ops.
 
 Acquisition optimisers evaluate the joint posterior at small batches of ``q`` designs a hundred
 or more times per query; GPyTorch's kernel, distribution and posterior objects then cost more
 than the arithmetic. For a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with the
-kernel :math:`k(x, x') = s\, \exp(-\tfrac12 \|z - z'\|^2)`, :math:`z = x / \ell` (a
-``ScaleKernel(RBFKernel)``, ARD or isotropic), and the model's cached Laplace factors
+kernel :math:`k(x, x') = s\, \rho(\|z - z'\|^2)`, :math:`z = x / \ell` (a
+``ScaleKernel(RBFKernel)`` with :math:`\rho(r^2) = e^{-r^2/2}`, or a
+``ScaleKernel(MaternKernel)`` of smoothness :math:`\nu = 5/2` or :math:`3/2` with
+:math:`\rho = (1 + \sqrt 5 r + \tfrac53 r^2) e^{-\sqrt 5 r}` or
+:math:`(1 + \sqrt 3 r) e^{-\sqrt 3 r}`; ARD or isotropic), and the model's cached Laplace factors
 (:meth:`~botorch_pref.models.pairwise.PairwiseLaplaceGP.predictive_factors`: representer weights
 :math:`\alpha` and whitened curvature factor ``M``), the posterior at designs :math:`X_*` is
 
@@ -17,7 +20,7 @@ and the variance of a difference :math:`g(x_1) - g(x_2)` is
 
 .. math::
 
-    t^2 = v_1 + v_2 - 2 k_{12} = 2 s - 2 s\, e^{-\|z_1 - z_2\|^2 / 2} - \|V_1 - V_2\|^2 .
+    t^2 = v_1 + v_2 - 2 k_{12} = 2 s - 2 s\, \rho(\|z_1 - z_2\|^2) - \|V_1 - V_2\|^2 .
 
 :func:`rbf_predictive_moments` computes these straight from the factors; the values and
 gradients in ``X`` are those of ``model.posterior`` (tested). The hyperparameters enter as
@@ -26,16 +29,40 @@ detached values: acquisition functions differentiate in ``X`` only.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
 from botorch.models.model import Model
-from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 from torch import Tensor
 
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
-__all__ = ["RBFMoments", "rbf_predictive_moments", "supports_rbf_moments"]
+__all__ = ["RBFMoments", "correlation", "rbf_predictive_moments", "supports_rbf_moments"]
+
+
+def correlation(sq: Tensor, nu: float | None = None) -> Tensor:
+    r"""The kernel's correlation :math:`\rho` at squared scaled distances ``sq``.
+
+    Args:
+        sq: Squared distances :math:`r^2` between designs divided by the lengthscales.
+        nu: ``None`` for the RBF kernel, else the Matern smoothness (2.5 or 1.5).
+
+    Returns:
+        :math:`\rho(r^2)`, of ``sq``'s shape. At :math:`r = 0` the gradient is zero (the
+        Matern correlations of smoothness 3/2 and 5/2 are flat there).
+    """
+    if nu is None:
+        return torch.exp(-0.5 * sq)
+    r = sq.clamp_min(1e-30).sqrt()
+    if nu == 2.5:
+        a = math.sqrt(5.0) * r
+        return (1.0 + a + a.square() / 3.0) * torch.exp(-a)
+    if nu == 1.5:
+        a = math.sqrt(3.0) * r
+        return (1.0 + a) * torch.exp(-a)
+    raise ValueError(f"no correlation for a Matern kernel of smoothness {nu}.")
 
 
 class RBFMoments(NamedTuple):
@@ -46,17 +73,20 @@ class RBFMoments(NamedTuple):
         outputscale: The outputscale ``s`` (``(batch x) 1 x 1``).
         mean: ``... x q`` posterior means.
         V: ``... x q x r`` covariance-reduction factor: :math:`\Sigma = k(X_*, X_*) - V V^\top`.
+        nu: ``None`` for the RBF kernel, else the Matern kernel's smoothness.
     """
 
     Z: Tensor
     outputscale: Tensor
     mean: Tensor
     V: Tensor
+    nu: float | None = None
 
     def covariance(self) -> Tensor:
         """The ``... x q x q`` joint posterior covariance."""
         sq = (self.Z.unsqueeze(-2) - self.Z.unsqueeze(-3)).square().sum(-1)
-        return self.outputscale * torch.exp(-0.5 * sq) - self.V @ self.V.transpose(-1, -2)
+        rho = correlation(sq, self.nu)
+        return self.outputscale * rho - self.V @ self.V.transpose(-1, -2)
 
     def variance(self, i: int) -> Tensor:
         r"""Posterior variance (``...``) of option ``i``: :math:`s - \|V_i\|^2`."""
@@ -67,27 +97,30 @@ class RBFMoments(NamedTuple):
         r"""Posterior variance (``...``) of :math:`g(x_1) - g(x_2)` for the first two options."""
         s = self.outputscale.squeeze(-1)
         dz = self.Z[..., 0, :] - self.Z[..., 1, :]
-        k12 = s * torch.exp(-0.5 * dz.square().sum(-1, keepdim=True))
+        k12 = s * correlation(dz.square().sum(-1, keepdim=True), self.nu)
         dV = self.V[..., 0, :] - self.V[..., 1, :]
         var = 2.0 * s - 2.0 * k12 - dV.square().sum(-1, keepdim=True)
         return var.squeeze(-1)
 
 
 def supports_rbf_moments(model: Model) -> bool:
-    """Whether :func:`rbf_predictive_moments` applies to ``model``.
+    r"""Whether :func:`rbf_predictive_moments` applies to ``model``.
 
     It does for a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with data, no input
-    transform, a batch shape of at most one dimension and a ``ScaleKernel(RBFKernel)`` on all
-    inputs.
+    transform, a batch shape of at most one dimension and a ``ScaleKernel`` of an ``RBFKernel``
+    or a ``MaternKernel`` with :math:`\nu \in \{3/2, 5/2\}` on all inputs.
     """
     kernel = getattr(model, "covar_module", None)
+    if type(kernel) is not ScaleKernel:
+        return False
+    base = kernel.base_kernel
+    smooth = type(base) is RBFKernel or (type(base) is MaternKernel and base.nu in (1.5, 2.5))
     return (
         isinstance(model, PairwiseLaplaceGP)
         and model.datapoints is not None
         and getattr(model, "input_transform", None) is None
-        and type(kernel) is ScaleKernel
-        and type(kernel.base_kernel) is RBFKernel
-        and kernel.base_kernel.active_dims is None
+        and smooth
+        and base.active_dims is None
         and len(model.batch_shape) <= 1
     )
 
@@ -121,6 +154,7 @@ def rbf_predictive_moments(model: PairwiseLaplaceGP, X: Tensor) -> RBFMoments:
         + Xs.square().sum(-1).unsqueeze(-2)
         - 2.0 * Zs @ Xs.transpose(-1, -2)
     ).clamp_min(0.0)
-    K_cross = scale * torch.exp(-0.5 * d2)
+    nu = kernel.base_kernel.nu if isinstance(kernel.base_kernel, MaternKernel) else None
+    K_cross = scale * correlation(d2, nu)
     mean = (K_cross @ alpha).squeeze(-1)  # ... x q
-    return RBFMoments(Zs, scale, mean, K_cross @ M_t)
+    return RBFMoments(Zs, scale, mean, K_cross @ M_t, nu)

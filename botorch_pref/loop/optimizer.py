@@ -120,6 +120,9 @@ class PreferenceOptimizer:
             likelihood becomes ordinal, :class:`~botorch_pref.likelihoods.PairwiseProbit` with
             a tie threshold fitted by the evidence. Needs ``answers="pairs"``.
         champion_variant: ``"joint"`` or ``"marginal"`` (Brochu's EI), for champion-challenger.
+        kernel: The Laplace model's base kernel (see :class:`~botorch_pref.loop.LoopConfig`).
+        lengthscale_prior: Its lengthscale prior, ``"gamma"`` or ``"dim_scaled"``.
+        link: The pair likelihood's link, ``"probit"`` or ``"logit"``.
         device: Device of the model and of every tensor returned (default: ``bounds``'s).
         dtype: Floating dtype of the model and of every tensor returned (default float64).
         seed: Seed of all randomness; ``None`` draws one from torch's global generator (see
@@ -139,6 +142,9 @@ class PreferenceOptimizer:
     answers = _setting("answers", "How answers enter the model: 'choice' or 'pairs'.")
     ties = _setting("ties", "Whether 'no preference' answers are accepted.")
     champion_variant = _setting("champion_variant", "Champion-challenger's variant.")
+    kernel = _setting("kernel", "The Laplace model's base kernel.")
+    lengthscale_prior = _setting("lengthscale_prior", "The kernel's lengthscale prior.")
+    link = _setting("link", "The pair likelihood's link.")
     seed = _setting("seed", "The seed of all randomness.")
     device = _setting("device", "Device of the model and of every tensor returned.")
     dtype = _setting("dtype", "Dtype of the model and of every tensor returned.")
@@ -159,6 +165,9 @@ class PreferenceOptimizer:
         answers: str = "auto",
         ties: bool = False,
         champion_variant: str = "joint",
+        kernel: str | None = None,
+        lengthscale_prior: str = "gamma",
+        link: str = "probit",
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float64,
         seed: int | None = None,
@@ -182,6 +191,9 @@ class PreferenceOptimizer:
             answers=answers,
             ties=ties,
             champion_variant=champion_variant,
+            kernel=kernel,
+            lengthscale_prior=lengthscale_prior,
+            link=link,
             device=device,
             dtype=dtype,
             seed=seed,
@@ -396,18 +408,22 @@ class PreferenceOptimizer:
             raise ValueError(f"X must have shape n x {self.dim}, got {tuple(X.shape)}.")
         return self._state.moments(0, self.to_unit(X))
 
-    def best(self) -> Recommendation:
-        """The compared design with the highest posterior mean.
+    def best(self, among: str = "compared") -> Recommendation:
+        """The recommended design: the highest posterior mean among the compared designs.
+
+        Args:
+            among: ``"compared"`` (default: a design the person has seen) or ``"anywhere"``
+                (the posterior-mean maximiser over the box, the qEUBO paper's recommendation;
+                the best compared design when no other design has a higher mean).
 
         Returns:
             A :class:`Recommendation` (design in user units, posterior mean and std, index).
         """
+        if among not in ("compared", "anywhere"):
+            raise ValueError(f"among must be 'compared' or 'anywhere', got {among!r}.")
         if self.model is None:
             raise ValueError("No answers yet: there is nothing to recommend.")
-        mean, std = self._state.moments(0)
-        idx = int(mean.argmax())
-        x = self._state.record.designs(0)[idx].clone()
-        return Recommendation(x, float(mean[idx]), float(std[idx]), idx)
+        return self._state.best(0, among)
 
     # ------------------------------------------------------------------ replay
     def sync(

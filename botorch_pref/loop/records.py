@@ -69,13 +69,14 @@ class Recommendation(NamedTuple):
         mean: Posterior mean of its utility :math:`\\mu(x)`.
         std: Posterior standard deviation of its utility. Utilities are identified only up to a
             common shift, so this includes the prior's uncertainty about the overall level.
-        index: Its row in :attr:`PreferenceOptimizer.datapoints`.
+        index: Its row in :attr:`PreferenceOptimizer.datapoints`, or ``None`` for a design
+            that was not compared (``best(among="anywhere")``).
     """
 
     x: Tensor
     mean: float
     std: float
-    index: int
+    index: int | None
 
 
 class Extension(NamedTuple):

@@ -26,6 +26,7 @@ class Stream(IntEnum):
     ACQF = 1  #: the acquisition optimiser's raw samples, restarts and qEUBO's base samples
     FIT = 2  #: restarts of a hyperparameter fit
     REPAIR = 3  #: random designs that replace a repeated option of a query
+    RECOMMEND = 4  #: the posterior-mean maximiser of ``best(among="anywhere")``
 
 
 def derived_seed(seed: int, k: int, stream: int) -> int:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from botorch.acquisition import AcquisitionFunction
+from botorch.acquisition import AcquisitionFunction, PosteriorMean
 from botorch.exceptions.errors import ModelFittingError
 from botorch.models.model import Model
 from botorch.utils.transforms import unnormalize
@@ -43,9 +43,9 @@ from torch import Tensor
 from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.loop.answers import Answer
-from botorch_pref.loop.backends import BACKENDS, Backend
+from botorch_pref.loop.backends import BACKENDS, Backend, seeded
 from botorch_pref.loop.config import LoopConfig
-from botorch_pref.loop.records import AnswerRecord, Extension, member_data
+from botorch_pref.loop.records import AnswerRecord, Extension, Recommendation, member_data
 from botorch_pref.loop.seeding import Stream, derived_seed, uniform
 
 __all__ = ["FIT_ERRORS", "LoopState", "ModelGroup"]
@@ -259,9 +259,7 @@ class LoopState:
         groups = []
         for members in member_sets:
             X, data = self._inputs(members, ext)
-            likelihood = cfg.likelihood()
-            kwargs = {} if likelihood is None else {"likelihood": likelihood}
-            model, mll = cfg.factory(X, data, **kwargs)
+            model, mll = cfg.factory(X, data, **cfg.model_kwargs())
             model.to(**cfg.tkwargs)
             group = ModelGroup(members, model, mll)
             if fit:
@@ -333,6 +331,55 @@ class LoopState:
             mean = post.mean.reshape(-1)
             std = post.variance.reshape(-1).clamp_min(0.0).sqrt()
         return mean, std
+
+    def maximise_mean(self, r: int) -> tuple[Tensor, Tensor, Tensor]:
+        """Member ``r``'s posterior-mean maximiser over the unit cube (sequential models).
+
+        ``optimize_acqf`` on ``PosteriorMean`` with the run's restarts and raw samples (seeded by
+        the :class:`~botorch_pref.loop.seeding.Stream` ``RECOMMEND`` of the current answer
+        count), started also from the best compared design, which is kept if nothing beats it.
+
+        Returns:
+            ``(x_unit, mean, std)``: the design in the unit cube, its posterior mean and std.
+        """
+        from botorch.optim import optimize_acqf
+
+        cfg, k = self.config, self.n_answers
+        mean, _ = self.moments(r)
+        best = self.record.designs(r, unit=True)[int(mean.argmax())]
+        unit = torch.stack([torch.zeros_like(best), torch.ones_like(best)])
+        acqf = PosteriorMean(self.group_of(r).model)
+        with seeded(self.seeds[r], k, Stream.RECOMMEND, cfg.device), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            x, _ = optimize_acqf(
+                acqf, unit, q=1, num_restarts=cfg.num_restarts, raw_samples=cfg.raw_samples
+            )
+        X = torch.stack([best, x.detach().reshape(-1).clamp(0.0, 1.0)])
+        means, stds = self.moments(r, X)
+        i = int(means.argmax())
+        return X[i], means[i], stds[i]
+
+    def best(self, r: int, among: str = "compared") -> Recommendation:
+        """Member ``r``'s recommendation among the compared designs or anywhere in the box.
+
+        Args:
+            r: The member.
+            among: ``"compared"`` (the compared design with the highest posterior mean) or
+                ``"anywhere"`` (the posterior-mean maximiser over the box).
+
+        Returns:
+            The design in user units, its posterior mean and std, and its index among the
+            compared designs (``None`` for a design not compared).
+        """
+        if among == "anywhere":
+            x, mean, std = self.maximise_mean(r)
+            hit = (self.record.designs(r, unit=True) == x).all(-1).nonzero().flatten().tolist()
+            return Recommendation(
+                self.from_unit(x), float(mean), float(std), hit[0] if hit else None
+            )
+        mean, std = self.moments(r)
+        i = int(mean.argmax())
+        return Recommendation(self.record.designs(r)[i].clone(), float(mean[i]), float(std[i]), i)
 
     def recommend(self) -> Tensor:
         """Each member's recommendation: ``R x d`` designs in user units."""

@@ -47,17 +47,21 @@ ModelFactory = Callable[[Tensor, Tensor], tuple[Model, MarginalLogLikelihood]]
 
 
 def _outputscale(kernel: ScaleKernel) -> Tensor:
-    return kernel.outputscale
+    # A trailing dimension of one: SmoothedBoxPrior sums its log-density over the last
+    # dimension, which must not be the members' batch dimension.
+    return kernel.outputscale.unsqueeze(-1)
 
 
 def _set_outputscale(kernel: ScaleKernel, value: Tensor) -> None:
-    kernel.initialize(outputscale=value)
+    kernel.initialize(outputscale=value.squeeze(-1))
 
 
 def box_covar_module(
     dim: int,
     dtype: torch.dtype = torch.float64,
     batch_shape: torch.Size = torch.Size(),
+    lengthscale_prior: str = "gamma",
+    base_kernel: str = "rbf",
 ) -> ScaleKernel:
     r"""The default kernel with ``PairwiseGP``'s flat outputscale prior (an opt-in variant).
 
@@ -83,11 +87,16 @@ def box_covar_module(
         dim: Input dimension.
         dtype: Dtype of the hyperparameters.
         batch_shape: Batch shape of the hyperparameters (one set per batch member).
+        lengthscale_prior: ``"gamma"`` or ``"dim_scaled"`` (see
+            :func:`~botorch_pref.models.kernels.make_covar_module`).
+        base_kernel: ``"rbf"``, ``"matern52"`` or ``"matern32"``.
 
     Returns:
         The kernel.
     """
-    kernel = make_covar_module(dim, batch_shape=batch_shape, dtype=dtype)
+    kernel = make_covar_module(
+        dim, lengthscale_prior, batch_shape=batch_shape, dtype=dtype, base_kernel=base_kernel
+    )
     kernel.register_prior(
         "outputscale_prior",
         SmoothedBoxPrior(1e-2, 1e2),
@@ -102,6 +111,8 @@ def laplace_model(
     comparisons: Tensor | PreferenceData,
     likelihood: PairwiseLikelihood | None = None,
     covar_module: ScaleKernel | None = None,
+    lengthscale_prior: str = "gamma",
+    base_kernel: str = "rbf",
 ) -> tuple[Model, MarginalLogLikelihood]:
     """:class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with its Laplace evidence.
 
@@ -110,16 +121,26 @@ def laplace_model(
         comparisons: ``(b x) m x 2`` (winner, loser) rows, or a
             :class:`~botorch_pref.data.PreferenceData` of mixed answers.
         likelihood: The likelihood (default: the model's probit).
-        covar_module: The kernel (default: the model's default kernel; for batched
-            ``datapoints``, the same kernel with one set of hyperparameters per member).
+        covar_module: The kernel (default: :func:`~botorch_pref.models.kernels.make_covar_module`
+            with ``lengthscale_prior``, one set of hyperparameters per member for batched
+            ``datapoints``).
+        lengthscale_prior: The default kernel's lengthscale prior, ``"gamma"`` or
+            ``"dim_scaled"`` (ignored when ``covar_module`` is given).
+        base_kernel: The default kernel's base kernel, ``"rbf"``, ``"matern52"`` or
+            ``"matern32"`` (ignored when ``covar_module`` is given).
 
     Returns:
         ``(model, mll)``.
     """
     batch_shape = datapoints.shape[:-2]
-    if covar_module is None and len(batch_shape) > 0:
+    custom = lengthscale_prior != "gamma" or base_kernel != "rbf"
+    if covar_module is None and (len(batch_shape) > 0 or custom):
         covar_module = make_covar_module(
-            datapoints.shape[-1], batch_shape=batch_shape, dtype=datapoints.dtype
+            datapoints.shape[-1],
+            lengthscale_prior,
+            batch_shape=batch_shape,
+            dtype=datapoints.dtype,
+            base_kernel=base_kernel,
         ).to(datapoints.device)
     model = PairwiseLaplaceGP(
         datapoints, comparisons, likelihood=likelihood, covar_module=covar_module
@@ -131,6 +152,8 @@ def laplace_box_model(
     datapoints: Tensor,
     comparisons: Tensor | PreferenceData,
     likelihood: PairwiseLikelihood | None = None,
+    lengthscale_prior: str = "gamma",
+    base_kernel: str = "rbf",
 ) -> tuple[Model, MarginalLogLikelihood]:
     """:func:`laplace_model` with :func:`box_covar_module` (``PairwiseGP``'s outputscale prior).
 
@@ -139,12 +162,18 @@ def laplace_box_model(
         comparisons: ``(b x) m x 2`` (winner, loser) rows, or a
             :class:`~botorch_pref.data.PreferenceData` of mixed answers.
         likelihood: The likelihood (default: the model's probit).
+        lengthscale_prior: ``"gamma"`` or ``"dim_scaled"``.
+        base_kernel: ``"rbf"``, ``"matern52"`` or ``"matern32"``.
 
     Returns:
         ``(model, mll)``.
     """
     kernel = box_covar_module(
-        datapoints.shape[-1], dtype=datapoints.dtype, batch_shape=datapoints.shape[:-2]
+        datapoints.shape[-1],
+        dtype=datapoints.dtype,
+        batch_shape=datapoints.shape[:-2],
+        lengthscale_prior=lengthscale_prior,
+        base_kernel=base_kernel,
     )
     return laplace_model(datapoints, comparisons, likelihood, covar_module=kernel)
 

@@ -22,10 +22,14 @@ import math
 
 import torch
 from gpytorch.constraints import GreaterThan
-from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 from gpytorch.priors import GammaPrior, LogNormalPrior
 
-__all__ = ["default_covar_module", "make_covar_module"]
+__all__ = ["BASE_KERNELS", "default_covar_module", "make_covar_module"]
+
+#: The base kernels :func:`make_covar_module` offers: the RBF kernel and the Matern kernels of
+#: smoothness 5/2 and 3/2 (sample paths twice and once differentiable).
+BASE_KERNELS = ("rbf", "matern52", "matern32")
 
 
 def default_covar_module(
@@ -82,8 +86,15 @@ def make_covar_module(
     lengthscale_prior: str = "gamma",
     batch_shape: torch.Size = torch.Size(),
     dtype: torch.dtype = torch.float64,
+    base_kernel: str = "rbf",
 ) -> ScaleKernel:
-    """A scaled ARD RBF kernel with the default outputscale prior and a choice of lengthscale prior.
+    r"""A scaled ARD kernel with the default outputscale prior and a choice of lengthscale prior.
+
+    ``base_kernel="rbf"`` is the module's :math:`k`; ``"matern52"`` and ``"matern32"`` replace
+    the squared exponential by the Matern correlation of smoothness :math:`\nu = 5/2` or
+    :math:`3/2` in the same scaled distance :math:`r^2 = \sum_i (x_i - x'_i)^2 / \ell_i^2`,
+    with the same priors and constraints. A rougher kernel trusts its interpolation less far
+    from the data, which matters when the utility's peak is much narrower than its range.
 
     Args:
         dim: Input dimension (one lengthscale each), or ``None`` for one lengthscale shared by
@@ -93,19 +104,29 @@ def make_covar_module(
             prior, whose median lengthscale grows like sqrt(d)).
         batch_shape: Batch shape of the hyperparameters.
         dtype: Dtype of the hyperparameters.
+        base_kernel: ``"rbf"`` (default), ``"matern52"`` or ``"matern32"``.
 
     Returns:
         The kernel.
     """
+    if base_kernel not in BASE_KERNELS:
+        raise ValueError(
+            f"base_kernel must be one of {', '.join(BASE_KERNELS)}, got {base_kernel!r}."
+        )
     ls_prior, ls_init = _lengthscale_prior(lengthscale_prior, dim)
     log_scale = {"transform": torch.exp, "inv_transform": torch.log}
+    kwargs = {
+        "batch_shape": batch_shape,
+        "ard_num_dims": dim,
+        "lengthscale_prior": ls_prior,
+        "lengthscale_constraint": GreaterThan(1e-4, initial_value=ls_init, **log_scale),
+    }
+    if base_kernel == "rbf":
+        base = RBFKernel(**kwargs)
+    else:
+        base = MaternKernel(nu={"matern52": 2.5, "matern32": 1.5}[base_kernel], **kwargs)
     return ScaleKernel(
-        RBFKernel(
-            batch_shape=batch_shape,
-            ard_num_dims=dim,
-            lengthscale_prior=ls_prior,
-            lengthscale_constraint=GreaterThan(1e-4, initial_value=ls_init, **log_scale),
-        ),
+        base,
         batch_shape=batch_shape,
         outputscale_prior=LogNormalPrior(math.log(10.0), 1.5),
         outputscale_constraint=GreaterThan(1e-4, initial_value=10.0, **log_scale),

@@ -30,6 +30,7 @@ from botorch_pref.sessions.records import (
     StoredBest,
     StoredFit,
 )
+from botorch_pref.sessions.settings import stored_options
 
 __all__ = ["NextQuery", "SessionModel"]
 
@@ -68,7 +69,8 @@ class SessionModel:
     def settings(self) -> dict:
         """Every ``PreferenceOptimizer`` argument besides ``bounds``."""
         row = self._row
-        return {"strategy": row.strategy, "q": row.q, "seed": row.seed, **row.options}
+        options = stored_options(row.options)
+        return {"strategy": row.strategy, "q": row.q, "seed": row.seed, **options}
 
     @property
     def bounds(self) -> list[list[float]]:

@@ -16,7 +16,14 @@ from botorch_pref.sessions.errors import SessionError
 from botorch_pref.sessions.export import CSV_COLUMNS
 from botorch_pref.sessions.records import Progress
 
-__all__ = ["OPTIMIZER_OPTIONS", "check_settings", "normalize_parameters", "progress_from_counts"]
+__all__ = [
+    "LEGACY_KERNEL",
+    "OPTIMIZER_OPTIONS",
+    "check_settings",
+    "normalize_parameters",
+    "progress_from_counts",
+    "stored_options",
+]
 
 #: Optimiser settings a session stores (keyword arguments of PreferenceOptimizer).
 OPTIMIZER_OPTIONS = (
@@ -30,7 +37,15 @@ OPTIMIZER_OPTIONS = (
     "answers",
     "ties",
     "champion_variant",
+    "kernel",
+    "lengthscale_prior",
+    "link",
 )
+
+#: The kernel of sessions stored before the kernel was a setting (the RBF kernel was the only
+#: one then); a new session stores the kernel it resolved, so a later change of the default
+#: never changes the model of a stored session.
+LEGACY_KERNEL = "rbf"
 _RESERVED_NAMES = frozenset(CSV_COLUMNS)
 
 
@@ -133,7 +148,22 @@ def check_settings(
         opt = PreferenceOptimizer(bounds, strategy=strategy, q=q, seed=seed, **options)
     except (TypeError, ValueError) as err:
         raise SessionError(f"Bad optimiser settings: {err}") from None
-    return {"strategy": opt.strategy, "q": opt.q, "seed": opt.seed, **options}
+    return {"strategy": opt.strategy, "q": opt.q, "seed": opt.seed, **options, "kernel": opt.kernel}
+
+
+def stored_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored session's optimiser options, with the kernel of a session stored without one.
+
+    Args:
+        options: The options as stored.
+
+    Returns:
+        The options, with ``kernel`` set to :data:`LEGACY_KERNEL` for a Laplace model when the
+        session predates the setting.
+    """
+    if "kernel" in options or options.get("model", "laplace") not in ("laplace", "laplace-box"):
+        return dict(options)
+    return {**options, "kernel": LEGACY_KERNEL}
 
 
 def progress_from_counts(counts: Mapping[str, int], budget: int | None) -> Progress:

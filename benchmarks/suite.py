@@ -1,0 +1,264 @@
+r"""The question-quality suite (``benchmarks/pbo.py --suite``): the product's loop against BoTorch.
+
+Problems (:data:`SUITE`): Hartmann-6, Ackley-6, Branin on its own box, Levy-4, Alpine1-3 and
+Hartmann-3 embedded in 10 dimensions (7 irrelevant inputs). Protocol (the qEUBO paper's): a
+Gumbel user calibrated to 20% wrong answers on pairs of top-1% designs, :math:`4 d` random
+initial queries, ``--queries`` (50) acquisition queries, the recommendation after every answer
+the compared design with the highest posterior mean, scored by :math:`\log_{10}` regret.
+
+Ours: every strategy's ``R`` replications run in lockstep through the product's own loop,
+:func:`botorch_pref.loop.run_replications` with ``backend="batched"`` and the settings of
+:class:`~botorch_pref.loop.LoopConfig` (its defaults, or ``--set NAME=VALUE`` for a lever).
+The anchor: BoTorch's pipeline in BoTorch's own classes (``benchmarks/suite_anchor.py``, cached
+in ``benchmarks/out/anchor/``) on the same seeds, with the same initial queries and user noise.
+
+Printed: per problem and strategy, mean log10 regret +- standard error after 10, 25 and 50
+acquisition queries, BoTorch's after 50, the paired difference to BoTorch's same strategy
+(ours minus theirs, by seed) with its standard error, and seconds per acquisition query (ours:
+a batched step's wall time over ``R``; BoTorch's: one run's median). A JSON of every curve and a
+PNG of the mean curves are written; ``--compare A.json B.json`` prints the paired difference of
+two suite runs (a lever's A/B with common random numbers), and ``--tabulate JSON...`` merges suite
+runs into one table and plot with the BoTorch runs cached by then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from botorch_pref.loop import run_replications
+from botorch_pref.test_functions import get_utility
+from botorch_pref.users import calibrate_noise
+
+try:
+    import suite_anchor
+except ImportError:  # imported as benchmarks.suite
+    from benchmarks import suite_anchor
+
+SUITE = ("hartmann6", "ackley6", "branin", "levy4", "alpine1-3", "hartmann3-in-10")
+SUITE_STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
+CHECKPOINTS = (10, 25, 50)
+
+
+def _setting(text: str) -> tuple[str, object]:
+    name, _, value = text.partition("=")
+    for cast in (int, float):
+        try:
+            return name, cast(value)
+        except ValueError:
+            pass
+    return name, {"true": True, "false": False, "none": None}.get(value.lower(), value)
+
+
+def run_ours(problem: str, strategy: str, R: int, queries: int, seed: int, scale: float,
+             settings: dict) -> dict:  # fmt: skip
+    """``R`` lockstep replications of the product's loop: log10 regret curves and timing."""
+    d = get_utility(problem).dim
+    res = run_replications(
+        problem, strategy, R, queries, scale=scale, seed=seed, n_initial=4 * d, **settings
+    )
+    lr = res.log_regret()[:, res.n_initial - 1 :]  # from the last initial answer on
+    return {
+        "log_regret": lr.tolist(),
+        "seconds_per_query": float(res.seconds[res.n_initial :].mean()) / R,
+        "seeds": res.seeds,
+    }
+
+
+def run_anchor(problem: str, strategy: str, R: int, queries: int, seed: int, scale: float,
+               mode: str) -> dict | None:  # fmt: skip
+    """BoTorch's pipeline on the same seeds (``mode``: ``run``, ``cached`` or ``none``)."""
+    if mode == "none" or strategy not in suite_anchor.ANCHOR_STRATEGIES:
+        return None
+    curves, secs, seeds = [], [], []
+    for s in range(seed, seed + R):
+        path = suite_anchor.cache_path(problem, strategy, 2, s, queries, scale)
+        if mode == "cached" and not path.exists():
+            continue
+        run = suite_anchor.run_anchor(problem, strategy, s, queries, scale=scale)
+        n0 = run["n_initial"]
+        curves.append([math.log10(max(v, 1e-12)) for v in run["regret"][n0 - 1 :]])
+        secs.append(statistics.median(run["seconds"]))
+        seeds.append(s)
+    if not curves:
+        return None
+    return {"log_regret": curves, "seconds_per_query": statistics.median(secs), "seeds": seeds}
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return math.nan, math.nan
+    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+    return statistics.fmean(values), se
+
+
+def _fmt(values: list[float]) -> str:
+    mean, se = _mean_se(values)
+    return "-" if math.isnan(mean) else f"{mean:+.2f} +- {se:.2f}"
+
+
+def paired(a: dict, b: dict, k: int) -> list[float]:
+    """Per common seed, ``a``'s log10 regret minus ``b``'s after ``k`` acquisition queries."""
+    ia = {s: c[k] for s, c in zip(a["seeds"], a["log_regret"], strict=True) if len(c) > k}
+    ib = {s: c[k] for s, c in zip(b["seeds"], b["log_regret"], strict=True) if len(c) > k}
+    return [ia[s] - ib[s] for s in sorted(ia.keys() & ib.keys())]
+
+
+def table(results: dict, queries: int) -> str:
+    """The suite's table (markdown), one row per problem and strategy."""
+    ks = [k for k in CHECKPOINTS if k <= queries] or [queries]
+    head = (
+        "| problem | strategy | R | "
+        + " | ".join(f"ours @{k}" for k in ks)
+        + f" | BoTorch @{queries} (R) | ours - BoTorch @{queries} | s/query ours | "
+        "s/query BoTorch |"
+    )
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for problem, cells in results.items():
+        for strategy, cell in cells.items():
+            ours, anchor = cell["ours"], cell.get("anchor")
+            row = f"| {problem} | {strategy} | {len(ours['seeds'])} | "
+            row += " | ".join(_fmt([c[k] for c in ours["log_regret"]]) for k in ks)
+            if anchor:
+                theirs = _fmt([c[queries] for c in anchor["log_regret"] if len(c) > queries])
+                diff = _fmt(paired(ours, anchor, queries))
+                row += f" | {theirs} ({len(anchor['seeds'])}) | {diff} | "
+                row += f"{ours['seconds_per_query']:.3f} | {anchor['seconds_per_query']:.2f} |"
+            else:
+                row += f" | - | - | {ours['seconds_per_query']:.3f} | - |"
+            lines.append(row)
+    return "\n".join(lines)
+
+
+def compare(a: dict, b: dict, queries: int) -> str:
+    """Paired (by seed) difference of two suite runs ``a - b`` after each checkpoint."""
+    lines = ["| problem | strategy | " + " | ".join(f"A - B @{k}" for k in CHECKPOINTS) + " |"]
+    lines.append("|---|---|" + "---|" * len(CHECKPOINTS))
+    means = []
+    for problem, cells in a["results"].items():
+        for strategy, cell in cells.items():
+            other = b["results"].get(problem, {}).get(strategy)
+            if other is None:
+                continue
+            ks = [k for k in CHECKPOINTS if k <= queries] or [queries]
+            diffs = [paired(cell["ours"], other["ours"], k) for k in ks]
+            means.append((strategy, statistics.fmean(diffs[-1])))
+            lines.append(f"| {problem} | {strategy} | " + " | ".join(map(_fmt, diffs)) + " |")
+    for strategy in dict.fromkeys(s for s, _ in means):
+        vals = [m for s, m in means if s == strategy]
+        lines.append(f"mean over problems, {strategy}: {statistics.fmean(vals):+.3f}")
+    return "\n".join(lines)
+
+
+def plot(results: dict, path: Path) -> None:
+    """Mean log10 regret curves, one panel per problem (solid: ours, dashed: BoTorch)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    problems = list(results)
+    cols = min(3, len(problems))
+    rows = math.ceil(len(problems) / cols)
+    fig = Figure(figsize=(5 * cols, 4 * rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False).reshape(-1)
+    colour = {s: f"C{i}" for i, s in enumerate(SUITE_STRATEGIES)}
+    for ax, problem in zip(axes, problems, strict=False):
+        for strategy, cell in results[problem].items():
+            for who, style in (("ours", "-"), ("anchor", "--")):
+                if not cell.get(who):
+                    continue
+                curves = cell[who]["log_regret"]
+                n = min(len(c) for c in curves)
+                mean = torch.tensor([c[:n] for c in curves]).mean(0)
+                label = f"{'ours' if who == 'ours' else 'BoTorch'} {strategy}"
+                ax.plot(range(n), mean, style, color=colour[strategy], label=label)
+        ax.set_title(problem)
+        ax.set_xlabel("acquisition queries")
+        ax.set_ylabel("mean log10 regret")
+        ax.legend(fontsize=7)
+    for ax in axes[len(problems) :]:
+        ax.set_visible(False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the suite (or ``--compare``); print the table, write the JSON and the PNG."""
+    if args.compare:
+        a, b = (json.loads(Path(p).read_text()) for p in args.compare)
+        print(compare(a, b, a["config"]["queries"]), flush=True)
+        return 0
+    if args.tabulate:
+        return tabulate(args)
+    settings = dict(_setting(s) for s in args.set or [])
+    problems, strategies, R = args.problems, args.suite_strategies, args.replications
+    out = Path(args.out + "-suite")
+    config = {"problems": list(problems), "strategies": strategies, "replications": R,
+              "queries": args.queries, "seed": args.seed, "settings": settings}  # fmt: skip
+    print(f"suite: {config}; torch {torch.__version__}", flush=True)
+    results: dict = {}
+    for problem in problems:
+        scale = calibrate_noise(get_utility(problem), args.error_rate, noise="gumbel", seed=0)
+        results[problem] = {}
+        for strategy in strategies:
+            t0 = time.perf_counter()
+            ours = run_ours(problem, strategy, R, args.queries, args.seed, scale, settings)
+            anchor = run_anchor(problem, strategy, R, args.queries, args.seed, scale, args.anchor)
+            results[problem][strategy] = {"ours": ours, "anchor": anchor}
+            final = [c[args.queries] for c in ours["log_regret"]]
+            print(f"  {problem} {strategy}: ours @{args.queries} {_fmt(final)}; "
+                  f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+            payload = {"config": config, "results": results}
+            out.with_suffix(".json").write_text(json.dumps(payload))
+    print(table(results, args.queries), flush=True)
+    plot(results, out.with_suffix(".png"))
+    print(f"\nwrote {out.with_suffix('.json')} and {out.with_suffix('.png')}", flush=True)
+    return 0
+
+
+def tabulate(args: argparse.Namespace) -> int:
+    """Merge suite JSONs, attach BoTorch's runs cached since, print the table, plot."""
+    results: dict = {}
+    queries = None
+    for path in args.tabulate:
+        payload = json.loads(Path(path).read_text())
+        cfg = payload["config"]
+        queries = cfg["queries"]
+        for problem, cells in payload["results"].items():
+            scale = calibrate_noise(get_utility(problem), args.error_rate, noise="gumbel", seed=0)
+            for strategy, cell in cells.items():
+                R = len(cell["ours"]["seeds"])
+                anchor = run_anchor(problem, strategy, R, queries, cfg["seed"], scale, "cached")
+                results.setdefault(problem, {})[strategy] = {"ours": cell["ours"], "anchor": anchor}
+    print(table(results, queries), flush=True)
+    out = Path(args.out + "-suite-table.png")
+    plot(results, out)
+    print(f"\nwrote {out}", flush=True)
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The suite's options of ``benchmarks/pbo.py``."""
+    parser.add_argument("--suite", action="store_true", help="run the question-quality suite")
+    parser.add_argument(
+        "--suite-strategies", nargs="+", choices=SUITE_STRATEGIES, default=list(SUITE_STRATEGIES)
+    )
+    parser.add_argument(
+        "--set", nargs="+", metavar="NAME=VALUE", help="LoopConfig settings of our runs"
+    )
+    parser.add_argument(
+        "--anchor",
+        choices=("run", "cached", "none"),
+        default="run",
+        help="BoTorch's pipeline: run missing runs, use cached runs only, or skip it",
+    )
+    parser.add_argument("--compare", nargs=2, metavar="JSON", help="A/B of two suite runs")
+    parser.add_argument(
+        "--tabulate", nargs="+", metavar="JSON", help="table and plot of suite runs (run nothing)"
+    )

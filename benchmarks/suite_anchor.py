@@ -1,0 +1,138 @@
+r"""The suite's anchor: BoTorch's own PBO pipeline, written with BoTorch's classes.
+
+One run of the qEUBO protocol with ``botorch.models.PairwiseGP``,
+``PairwiseLaplaceMarginalLogLikelihood`` and ``fit_gpytorch_mll`` after every answer from the
+end of the initial design on, and BoTorch's acquisition: ``AnalyticExpectedUtilityOfBestOption``
+(``"eubo"``, a pair) or ``qExpectedUtilityOfBestOption`` (``"qeubo"``, ``q`` options, 128
+scrambled-Sobol base samples), maximised by ``optimize_acqf`` with :math:`d q` restarts and
+:math:`30 d q` raw samples on the unit cube. The recommendation after each answer is the compared
+design with the highest posterior mean. BoTorch has no champion-challenger acquisition, so the
+anchor has none.
+
+Common random numbers with the product's loop: the initial queries are drawn by
+:func:`botorch_pref.loop.seeding.uniform` from the run's seed (the loop's own draws), the user is
+a :class:`~botorch_pref.users.SimulatedUser` seeded with the run's seed and asked once per query
+(the same noise stream), and the fit and the optimiser draw from torch's generator seeded per
+query by :func:`~botorch_pref.loop.seeding.derived_seed`.
+
+Each run is cached as JSON under ``benchmarks/out/anchor/`` (git-ignored), keyed by problem,
+strategy, ``q``, seed, number of queries and the user's scale, so a rerun of the suite is free.
+``python benchmarks/suite_anchor.py PROBLEM STRATEGY SEED...`` fills the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+from botorch.acquisition.preference import (
+    AnalyticExpectedUtilityOfBestOption,
+    qExpectedUtilityOfBestOption,
+)
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import PairwiseGP, PairwiseLaplaceMarginalLogLikelihood
+from botorch.optim import optimize_acqf
+from botorch.sampling import SobolQMCNormalSampler
+
+from botorch_pref.loop.seeding import Stream, derived_seed, uniform
+from botorch_pref.test_functions import get_utility
+from botorch_pref.users import SimulatedUser, calibrate_noise
+
+CACHE = Path(__file__).resolve().parent / "out" / "anchor"
+ANCHOR_STRATEGIES = ("eubo", "qeubo")
+
+
+def cache_path(problem: str, strategy: str, q: int, seed: int, queries: int, scale: float) -> Path:
+    """Where the run with these settings is cached."""
+    return CACHE / f"{problem}-{strategy}-q{q}-n{queries}-s{scale:.6g}-seed{seed}.json"
+
+
+def _acquisition(model: PairwiseGP, strategy: str, q: int, seed: int):
+    if strategy == "eubo":
+        return AnalyticExpectedUtilityOfBestOption(pref_model=model), 2
+    sampler = SobolQMCNormalSampler(torch.Size([128]), seed=seed)
+    return qExpectedUtilityOfBestOption(pref_model=model, sampler=sampler), q
+
+
+def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int = 2,
+               scale: float | None = None) -> dict:  # fmt: skip
+    """One run of BoTorch's pipeline (cached); its regret after every answer and its timing.
+
+    Returns:
+        ``{"regret": [...], "seconds": [...], "n_initial": ...}``: the regret after each answer
+        from the last initial one on (``n_initial - 1`` entries of ``None`` before it), and the
+        wall seconds of each acquisition query (acquisition, answer, fit, recommendation).
+    """
+    if strategy not in ANCHOR_STRATEGIES:
+        raise ValueError(f"BoTorch's pipeline has {ANCHOR_STRATEGIES}, not {strategy!r}.")
+    utility = get_utility(problem)
+    if scale is None:
+        scale = calibrate_noise(utility, 0.2, noise="gumbel", seed=0)
+    path = cache_path(problem, strategy, q, seed, queries, scale)
+    if path.exists():
+        return json.loads(path.read_text())
+    d, n0 = utility.dim, 4 * utility.dim
+    user = SimulatedUser(utility, noise="gumbel", scale=scale, seed=seed)
+    unit = torch.stack([torch.zeros(d), torch.ones(d)]).double()
+    X = torch.empty(0, d, dtype=torch.float64)
+    comps = torch.empty(0, 2, dtype=torch.long)
+    regret: list[float | None] = [None] * (n0 - 1)
+    seconds: list[float] = []
+    model = None
+    for k in range(n0 + queries):
+        t0 = time.perf_counter()
+        if k < n0:
+            query = uniform(q, d, seed, k, Stream.RANDOM)
+        else:
+            acqf, q_opt = _acquisition(
+                model, strategy, q, derived_seed(seed, k, Stream.ACQF) % 2**31
+            )
+            with torch.random.fork_rng(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.manual_seed(derived_seed(seed, k, Stream.ACQF))
+                query, _ = optimize_acqf(
+                    acqf, unit, q=q_opt, num_restarts=d * q_opt, raw_samples=30 * d * q_opt
+                )
+            query = query.detach()
+        winner = int(user.choose(query))
+        idx = torch.arange(len(X), len(X) + q)
+        comps = torch.cat(
+            [comps, torch.stack([idx[winner].expand(q - 1), idx[idx != idx[winner]]], -1)]
+        )
+        X = torch.cat([X, query])
+        if k >= n0 - 1:
+            model = PairwiseGP(X, comps)
+            mll = PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model)
+            with torch.random.fork_rng(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.manual_seed(derived_seed(seed, k + 1, Stream.FIT))
+                fit_gpytorch_mll(mll)
+            with torch.no_grad():
+                mean = model.posterior(X).mean.reshape(-1)
+            regret.append(float(utility.regret(X[int(mean.argmax())])))
+        if k >= n0:
+            seconds.append(time.perf_counter() - t0)
+    result = {"problem": problem, "strategy": strategy, "q": q, "seed": seed, "scale": scale,
+              "n_initial": n0, "regret": regret, "seconds": seconds}  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result))
+    return result
+
+
+def main(argv: list[str]) -> int:
+    """``PROBLEM STRATEGY SEED...``: fill the cache, one line per run."""
+    problem, strategy, *seeds = argv
+    for s in seeds:
+        t0 = time.perf_counter()
+        r = run_anchor(problem, strategy, int(s))
+        print(f"{problem} {strategy} seed {s}: regret {r['regret'][-1]:.3g}, "
+              f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
