@@ -30,11 +30,11 @@ from torch import Tensor
 from tqdm import tqdm
 
 from botorch_pref.loop import STRATEGIES, PreferenceOptimizer, Recommendation
-from botorch_pref.runtime import add_command, entry_threads
+from botorch_pref.runtime import entry_threads
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
-__all__ = ["DemoResult", "plot_demo", "register", "run_demo"]
+__all__ = ["DemoResult", "add_arguments", "plot_demo", "run_demo"]
 
 DEFAULT_OUTPUT = "botorch-pref-demo.png"
 
@@ -308,15 +308,8 @@ def _plot_2d(ax_true, ax_mean, result: DemoResult, utility: Utility) -> None:
     ax_true.legend(loc="upper right", fontsize=8)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``demo`` command to the ``botorch-pref`` parser's ``subparsers``."""
-    p = add_command(
-        subparsers,
-        "demo",
-        help="preferential BO against a simulated user (regret table and figure)",
-        description="Run preferential BO against a simulated user whose answers are noisy, "
-        "print the regret of the recommendation after every query and write a figure.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``botorch-pref demo`` to its parser."""
     p.add_argument("--problem", default="branin", help="utility to maximise (default: branin)")
     p.add_argument("--strategy", choices=STRATEGIES, default="eubo")
     p.add_argument("--queries", type=int, default=25, help="queries after the random ones")

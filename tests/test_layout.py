@@ -176,4 +176,4 @@ def test_the_checks_find_what_they_look_for(imports):
     assert {"botorch_pref.loop", "botorch_pref.sessions.exchange"} <= imports[
         "botorch_pref.sessions.session"
     ]
-    assert "botorch_pref.demo" in imports["botorch_pref.cli"]  # an import inside a function
+    assert "botorch_pref.web.demo" in imports["botorch_pref.web.cli"]  # inside a function

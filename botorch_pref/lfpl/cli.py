@@ -14,21 +14,11 @@ import torch
 from botorch_pref.lfpl.runtime import lfpl_threads, reexec_with_passive_openmp
 from botorch_pref.runtime import add_command, positive_int
 
-__all__ = ["register"]
+__all__ = ["add_arguments"]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``lfpl`` command and its sub-commands.
-
-    Args:
-        subparsers: The sub-parsers object of the ``botorch-pref`` parser.
-    """
-    lfpl = add_command(
-        subparsers,
-        "lfpl",
-        help="latent-feature Plackett-Luce models",
-        description="Latent-feature Plackett-Luce (LFPL) models for rankings of dyads.",
-    )
+def add_arguments(lfpl: argparse.ArgumentParser) -> None:
+    """Add the sub-commands of ``botorch-pref lfpl`` to its parser."""
     sub = lfpl.add_subparsers(dest="lfpl_command", metavar="SUBCOMMAND")
     sub.required = True
     for add in (_add_synthetic, _add_implicit, _add_train, _add_recommend, _add_evaluate):

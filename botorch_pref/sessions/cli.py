@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from botorch_pref.runtime import add_command, positive_int
+from botorch_pref.runtime import positive_int
 from botorch_pref.sessions.errors import one_line
 from botorch_pref.sessions.terminal import (
     Command,
@@ -42,22 +42,18 @@ from botorch_pref.sessions.terminal import (
     run_loop,
 )
 
-__all__ = ["Command", "format_options", "load_renderer", "parse_command", "register", "run_loop"]
+__all__ = [
+    "Command",
+    "add_arguments",
+    "format_options",
+    "load_renderer",
+    "parse_command",
+    "run_loop",
+]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``session`` command and its sub-commands.
-
-    Args:
-        subparsers: The sub-parsers object of the ``botorch-pref`` parser.
-    """
-    session = add_command(
-        subparsers,
-        "session",
-        help="run preference sessions with people (stored in SQLite)",
-        description="Create, run, inspect and export preferential-BO sessions with people. "
-        "Every answer is saved before the next query is generated.",
-    )
+def add_arguments(session: argparse.ArgumentParser) -> None:
+    """Add the sub-commands of ``botorch-pref session`` to its parser."""
     sub = session.add_subparsers(dest="session_command", metavar="SUBCOMMAND")
     sub.required = True
     _add_create(sub)

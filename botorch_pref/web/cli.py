@@ -22,27 +22,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["cmd_serve", "register"]
+__all__ = ["add_arguments", "cmd_serve"]
 
 ENV_TOKEN = "BOTORCH_PREF_ADMIN_TOKEN"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``serve`` command.
-
-    Args:
-        subparsers: The sub-parsers object of the ``botorch-pref`` parser.
-    """
-    from botorch_pref.runtime import add_command
+def add_arguments(serve: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``botorch-pref serve`` to its parser."""
     from botorch_pref.web.demo import DEMOS
 
-    serve = add_command(
-        subparsers,
-        "serve",
-        help="answer sessions in a browser (needs the [web] extra)",
-        description="Serve the sessions of a database as web pages: one answer link per "
-        "session, an admin page to create sessions, see results and export.",
-    )
     serve.add_argument("db", nargs="?", help="session database file (created with a session)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000)
