@@ -6,7 +6,7 @@ choices, rankings and ties) to a model and the marginal log-likelihood whose max
 value the hyperparameter fit seeks. :data:`MODEL_FACTORIES` names the ones the loop offers:
 
 * ``"laplace"``: :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with its Laplace
-  evidence :class:`~botorch_pref.mlls.LaplaceEvidence`;
+  evidence :class:`~botorch_pref.models.evidence.LaplaceEvidence`;
 * ``"laplace-box"``: the same with ``PairwiseGP``'s flat outputscale prior
   (:func:`box_covar_module`);
 * ``"pairwisegp"``: BoTorch's :class:`~botorch.models.PairwiseGP` (pairs only).
@@ -29,7 +29,7 @@ from torch import Tensor
 
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.likelihoods import PairwiseLikelihood
-from botorch_pref.mlls import LaplaceEvidence
+from botorch_pref.models.evidence import LaplaceEvidence
 from botorch_pref.models.pairwise import PairwiseLaplaceGP, make_covar_module
 
 __all__ = [
