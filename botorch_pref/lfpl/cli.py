@@ -168,7 +168,12 @@ def _common(parser: argparse.ArgumentParser, progress_flag: bool = True) -> None
 
 
 def _threads(text: str) -> int | str:
-    return text if text == "auto" else positive_int(text)
+    if text == "auto":
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError as err:
+        raise argparse.ArgumentTypeError(f"{err} (or 'auto')") from None
 
 
 def _device(name: str) -> torch.device:
