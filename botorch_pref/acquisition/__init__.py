@@ -1,8 +1,9 @@
-"""Acquisition functions for preferential BO: champion-challenger and EUBO/qEUBO builders."""
+"""Acquisition functions for preferential BO: champion-challenger, EUBO/qEUBO, local boxes."""
 
 from botorch_pref.acquisition.champion import ChampionChallenger, champion, champion_index
 from botorch_pref.acquisition.eubo import LaplaceEUBO, LaplaceQEUBO, make_eubo, make_qeubo
 from botorch_pref.acquisition.improvement import expected_improvement, log_expected_improvement
+from botorch_pref.acquisition.local import LocalBox, local_box
 from botorch_pref.acquisition.moments import (
     RBFMoments,
     correlation,
@@ -15,12 +16,14 @@ __all__ = [
     "ChampionChallenger",
     "LaplaceEUBO",
     "LaplaceQEUBO",
+    "LocalBox",
     "RBFMoments",
     "champion",
     "champion_index",
     "correlation",
     "expected_improvement",
     "lean_kernels",
+    "local_box",
     "log_expected_improvement",
     "make_eubo",
     "make_qeubo",

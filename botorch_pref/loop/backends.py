@@ -61,9 +61,14 @@ class Backend(Protocol):
         """Fit the hyperparameters of the model of members seeded ``seeds`` after answer ``k``."""
 
     def optimize(
-        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig
+        self,
+        acqf: AcquisitionFunction,
+        seeds: Sequence[int],
+        k: int,
+        config: LoopConfig,
+        q_opt: int,
     ) -> Tensor:
-        """Maximise ``acqf`` on the unit cube for query ``k``: ``len(seeds) x q' x d`` points."""
+        """Maximise ``acqf`` on the unit cube for query ``k``: ``len(seeds) x q_opt x d``."""
 
 
 class SequentialBackend:
@@ -78,9 +83,14 @@ class SequentialBackend:
             fit_gpytorch_mll(mll)
 
     def optimize(
-        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig
+        self,
+        acqf: AcquisitionFunction,
+        seeds: Sequence[int],
+        k: int,
+        config: LoopConfig,
+        q_opt: int,
     ) -> Tensor:
-        d, q_opt = config.dim, config.q_opt
+        d = config.dim
         unit = torch.zeros(2, d, **config.tkwargs)
         unit[1] = 1.0
         with seeded(seeds[0], k, Stream.ACQF, config.device), warnings.catch_warnings():
@@ -107,13 +117,18 @@ class BatchedBackend:
         fit_evidence_batched(mll.model)
 
     def optimize(
-        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig
+        self,
+        acqf: AcquisitionFunction,
+        seeds: Sequence[int],
+        k: int,
+        config: LoopConfig,
+        q_opt: int,
     ) -> Tensor:
         with lean_kernels():
             X, _ = optimize_acqf_batched(
                 acqf,
                 len(seeds),
-                config.q_opt,
+                q_opt,
                 config.dim,
                 num_restarts=config.num_restarts,
                 raw_samples=config.raw_samples,

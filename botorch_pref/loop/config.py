@@ -31,6 +31,16 @@ Defaults and why:
   ``benchmarks/RESULTS.md``) it gave better questions on average and on most problems there
   (not on all). The lengthscale prior (``"gamma"``) and the probit link stay: the alternatives
   measured no better.
+* ``local_every = 2``, ``local_radius = 0.05`` for pair queries: every second acquisition
+  query is a *local* one, the champion (the compared design with the highest posterior mean,
+  the current recommendation) against the challenger that maximises the champion-challenger
+  acquisition within the box of half-width 0.05 around it on the unit cube. A global
+  acquisition never asks about a design a short step from the champion: their difference has
+  a small posterior variance, so EUBO prefers far-away partners, and where the kernel
+  extrapolates a rising utility onto the boundary (Branin's optimum lies 0.04 from its
+  ``x1 = 10`` edge) the recommendation stalls on the edge. The local query compares the
+  champion with its neighbourhood directly, so a better design next to it is found and
+  recommended (figures in ``benchmarks/RESULTS.md``). Queries of ``q > 2`` options have none.
 """
 
 from __future__ import annotations
@@ -53,6 +63,10 @@ STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
 
 #: The Laplace models' base kernel when ``kernel`` is not given (module docstring).
 DEFAULT_KERNEL = "matern32"
+#: Every this many-th acquisition query of a pair strategy is a local one (module docstring).
+DEFAULT_LOCAL_EVERY = 2
+#: The half-width of a local query's box on the unit cube.
+DEFAULT_LOCAL_RADIUS = 0.05
 #: The lengthscale priors of the Laplace models' kernel.
 LENGTHSCALE_PRIORS = ("gamma", "dim_scaled")
 
@@ -119,6 +133,14 @@ class LoopConfig:
         link: How a pair's answer depends on the utility gap: ``"probit"`` or ``"logit"``
             (:class:`~botorch_pref.likelihoods.PairwiseProbit` or
             :class:`~botorch_pref.likelihoods.PairwiseLogit`).
+        local_every: Make every this many-th acquisition query (after the initial ones) a
+            *local* query: the champion (the compared design with the highest posterior mean)
+            against the challenger maximising the champion-challenger acquisition within the
+            box of half-width ``local_radius`` around it on the unit cube
+            (:mod:`botorch_pref.acquisition.local`). ``0``: never; ``None``: the default
+            (:data:`DEFAULT_LOCAL_EVERY` for pair queries, ``0`` for ``q > 2`` and random
+            queries). Local queries are pairs: ``q`` must be 2.
+        local_radius: The half-width of a local query's box, in ``(0, 0.5]``.
         device: Device of the model and of every tensor the loop returns.
         dtype: ``torch.float64`` or ``torch.float32``.
         seed: Seed of all randomness; ``None`` draws one from torch's global generator.
@@ -140,6 +162,8 @@ class LoopConfig:
     lengthscale_prior: str = "gamma"
     kernel: str | None = None
     link: str = "probit"
+    local_every: int | None = None
+    local_radius: float = DEFAULT_LOCAL_RADIUS
     device: torch.device | str | None = None
     dtype: torch.dtype = torch.float64
     seed: int | None = None
@@ -170,6 +194,12 @@ class LoopConfig:
     def refit_due(self, k: int) -> bool:
         """Whether the schedule refits the hyperparameters after the ``k``-th answer."""
         return k <= self.refit_all_until or k % self.refit_every == 0
+
+    def local_due(self, k: int) -> bool:
+        """Whether query ``k`` is a local one (every ``local_every``-th acquisition query)."""
+        if not self.local_every or k < self.n_initial:
+            return False
+        return (k - self.n_initial) % self.local_every == self.local_every - 1
 
     def likelihood(self) -> PairwiseLikelihood | None:
         """A fresh likelihood for the answers, or ``None`` for the model's default probit."""
@@ -258,6 +288,7 @@ def _resolve(config: LoopConfig) -> dict[str, Any]:
         raise ValueError(f"link must be 'probit' or 'logit', got {config.link!r}.")
     if config.link == "logit" and config.model == "pairwisegp":
         raise ValueError("model='pairwisegp' has a probit link only; use link='probit'.")
+    local_every, radius = _local_settings(config, q)
     seed = config.seed
     seed = int(torch.randint(0, 2**62, (1,)).item()) if seed is None else seed
     return {
@@ -272,10 +303,31 @@ def _resolve(config: LoopConfig) -> dict[str, Any]:
         "answers": answers,
         "ties": ties,
         "kernel": kernel,
+        "local_every": local_every,
+        "local_radius": radius,
         "device": torch.device(config.device if config.device is not None else "cpu"),
         "seed": nonnegative_int(seed, "seed"),
         "factory": factory,
     }
+
+
+def _local_settings(config: LoopConfig, q: int) -> tuple[int, float]:
+    """Validated ``(local_every, local_radius)`` of ``config`` (``q`` options per query)."""
+    pairs = q == 2 and config.strategy != "random"
+    local_every = config.local_every
+    if local_every is None:
+        local_every = DEFAULT_LOCAL_EVERY if pairs else 0
+    local_every = nonnegative_int(local_every, "local_every")
+    if local_every and not pairs:
+        raise ValueError(
+            f"local queries (local_every={local_every}) are pairs of the champion and a "
+            f"challenger: they need q = 2 and an acquisition strategy, got q = {q} and "
+            f"strategy {config.strategy!r}; use local_every=0."
+        )
+    radius = config.local_radius
+    if isinstance(radius, bool) or not isinstance(radius, (int, float)) or not 0 < radius <= 0.5:
+        raise ValueError(f"local_radius must be a number in (0, 0.5], got {radius!r}.")
+    return local_every, float(radius)
 
 
 def _factory(model: Any) -> ModelFactory:

@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.models.model import Model
-from botorch.utils.transforms import normalize, unnormalize
+from botorch.utils.transforms import normalize
 from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
@@ -90,10 +90,7 @@ class PreferenceOptimizer:
       is an earlier datapoint, so each such query adds one new design.
     * ``"random"``: ``q`` uniform designs, the baseline.
 
-    The defaults, and why, are :class:`~botorch_pref.loop.config.LoopConfig`'s: ``min(4 d, 20)``
-    random initial queries, refits after each of the first 30 answers and then after every
-    5th, ``optimize_acqf`` restarts :math:`d q'` in ``[4, 10]`` and raw samples :math:`30 d q'`
-    in ``[128, 512]``, 128 quasi-Monte-Carlo samples for qEUBO.
+    The defaults, and why, are :class:`~botorch_pref.loop.config.LoopConfig`'s.
 
     Args:
         bounds: ``2 x d`` lower and upper bounds of the designs, in the user's units.
@@ -123,6 +120,9 @@ class PreferenceOptimizer:
         kernel: The Laplace model's base kernel (see :class:`~botorch_pref.loop.LoopConfig`).
         lengthscale_prior: Its lengthscale prior, ``"gamma"`` or ``"dim_scaled"``.
         link: The pair likelihood's link, ``"probit"`` or ``"logit"``.
+        local_every: Every this many-th acquisition query is local (``None``: never): see
+            :class:`~botorch_pref.loop.LoopConfig`.
+        local_radius: The half-width of a local query's box on the unit cube, in ``(0, 0.5]``.
         device: Device of the model and of every tensor returned (default: ``bounds``'s).
         dtype: Floating dtype of the model and of every tensor returned (default float64).
         seed: Seed of all randomness; ``None`` draws one from torch's global generator (see
@@ -145,6 +145,8 @@ class PreferenceOptimizer:
     kernel = _setting("kernel", "The Laplace model's base kernel.")
     lengthscale_prior = _setting("lengthscale_prior", "The kernel's lengthscale prior.")
     link = _setting("link", "The pair likelihood's link.")
+    local_every = _setting("local_every", "Every this many-th acquisition query is local.")
+    local_radius = _setting("local_radius", "The half-width of a local query's box.")
     seed = _setting("seed", "The seed of all randomness.")
     device = _setting("device", "Device of the model and of every tensor returned.")
     dtype = _setting("dtype", "Dtype of the model and of every tensor returned.")
@@ -168,6 +170,8 @@ class PreferenceOptimizer:
         kernel: str | None = None,
         lengthscale_prior: str = "gamma",
         link: str = "probit",
+        local_every: int | None = None,
+        local_radius: float = 0.1,
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float64,
         seed: int | None = None,
@@ -194,6 +198,8 @@ class PreferenceOptimizer:
             kernel=kernel,
             lengthscale_prior=lengthscale_prior,
             link=link,
+            local_every=local_every,
+            local_radius=local_radius,
             device=device,
             dtype=dtype,
             seed=seed,
@@ -279,7 +285,7 @@ class PreferenceOptimizer:
 
     def from_unit(self, X: Tensor) -> Tensor:
         """Map designs from the unit cube to user units."""
-        return unnormalize(X.to(**self.config.tkwargs), self._state.bounds)
+        return self._state.from_unit(X)
 
     # ---------------------------------------------------------------- ask/tell
     def ask(self) -> Tensor:
@@ -303,15 +309,15 @@ class PreferenceOptimizer:
             k: The query number (seeds qEUBO's base samples); default :attr:`n_queries`.
 
         Returns:
-            ``(acqf, q_opt, champion)``: the acquisition function, the number of points it
-            takes, and for champion-challenger the champion's row in :attr:`datapoints`
-            (else ``None``).
+            ``(acqf, q_opt, champion)``: the acquisition function (for a local query a
+            ``LocalBox``, whose ``to_box`` maps its maximiser into the box), the number of
+            points it takes, and the champion's row in :attr:`datapoints` (else ``None``).
         """
         if self.model is None:
             raise ValueError("No answers yet: the acquisition needs a model.")
         k = self.n_queries if k is None else k
-        acqf, champions = self._state.acquisition(self._state.groups[0], k)
-        return acqf, self.config.q_opt, None if champions is None else champions[0]
+        acqf, q_opt, champions = self._state.acquisition(self._state.groups[0], k)
+        return acqf, q_opt, None if champions is None else champions[0]
 
     def tell(
         self,
@@ -434,17 +440,13 @@ class PreferenceOptimizer:
     ) -> int:
         """Bring the optimiser to the state after ``records``, the answered queries in order.
 
-        When the optimiser's :attr:`history` is a prefix of ``records`` (same queries and
-        answers), only the new records are added; otherwise the optimiser is reset and rebuilds
-        from the first record. So a caller that keeps the answers elsewhere (a session
-        database) hands the full list each time and pays only for what is new.
-
-        With ``hyperparameters`` (as :attr:`hyperparameters` returned them in the run that made
-        ``records``), the records up to ``hyperparameters.n_answers`` that are added are
-        recorded without fitting, those values are loaded there, and later records refit on
-        the usual schedule: the state is the run's (the same data, hyperparameters and next
-        :meth:`ask`) without the cost of its fits. They are ignored when the optimiser already
-        holds more answers than ``n_answers``, or ``records`` hold fewer.
+        If :attr:`history` is a prefix of ``records``, only the new records are added, else
+        the optimiser is reset and rebuilt: a caller that keeps the answers elsewhere (a
+        session database) hands the full list each time and pays only for what is new. With
+        the run's ``hyperparameters`` (:attr:`hyperparameters`), records up to their
+        ``n_answers`` enter without fitting and those values are loaded there: the run's state
+        and next :meth:`ask` without the cost of its fits (ignored when the optimiser holds
+        more than ``n_answers`` answers, or ``records`` fewer).
 
         Args:
             records: :class:`~botorch_pref.loop.records.QueryRecord` s, or tuples

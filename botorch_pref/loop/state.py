@@ -41,6 +41,7 @@ from linear_operator.utils.errors import NotPSDError
 from torch import Tensor
 
 from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
+from botorch_pref.acquisition.local import LocalBox, local_box
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.loop.answers import Answer
 from botorch_pref.loop.backends import BACKENDS, Backend, seeded
@@ -144,9 +145,12 @@ class LoopState:
 
     def _acquire(self, group: ModelGroup, k: int) -> Tensor:
         """The maximisers of ``group``'s acquisition function: ``members x q x d`` user units."""
-        acqf, champions = self.acquisition(group, k)
+        acqf, q_opt, champions = self.acquisition(group, k)
         seeds = [self.seeds[r] for r in group.members]
-        X = self.from_unit(self.backend.optimize(acqf, seeds, k, self.config))
+        X = self.backend.optimize(acqf, seeds, k, self.config, q_opt)
+        if isinstance(acqf, LocalBox):
+            X = acqf.to_box(X).clamp(0.0, 1.0)
+        X = self.from_unit(X)
         if champions is not None:
             first = torch.stack(
                 [self.record.X_user[r, i] for r, i in zip(group.members, champions, strict=True)]
@@ -156,29 +160,39 @@ class LoopState:
 
     def acquisition(
         self, group: ModelGroup, k: int
-    ) -> tuple[AcquisitionFunction, list[int] | None]:
+    ) -> tuple[AcquisitionFunction, int, list[int] | None]:
         """``group``'s acquisition function for query ``k`` (on the unit cube).
 
+        For a local query (:meth:`~botorch_pref.loop.config.LoopConfig.local_due`) it is the
+        champion-challenger acquisition seen through a
+        :class:`~botorch_pref.acquisition.local.LocalBox` around each member's champion: its
+        unit-cube maximiser maps into the box with ``acqf.to_box``.
+
         Returns:
-            ``(acqf, champions)``: for champion-challenger each member's champion (its index
-            among the member's designs), else ``None``.
+            ``(acqf, q_opt, champions)``: the acquisition function, the number of points it
+            places, and for champion-challenger and local queries each member's champion (its
+            index among the member's designs), else ``None``.
         """
         cfg = self.config
-        if cfg.strategy == "eubo":
-            return make_eubo(group.model), None
-        if cfg.strategy == "qeubo":
+        local = cfg.local_due(k)
+        if cfg.strategy == "eubo" and not local:
+            return make_eubo(group.model), 2, None
+        if cfg.strategy == "qeubo" and not local:
             seed = derived_seed(self.seeds[group.members[0]], k, Stream.ACQF) % 2**31
-            return make_qeubo(group.model, cfg.mc_samples, seed=seed), None
-        if cfg.strategy != "champion-challenger":
+            return make_qeubo(group.model, cfg.mc_samples, seed=seed), cfg.q, None
+        if cfg.strategy == "random":
             raise ValueError(f"strategy {cfg.strategy!r} has no acquisition function.")
         means = self.means(group.members)
         champions = [int(m.argmax()) for m in means]
         X = torch.stack(
             [self.record.X_unit[r, i] for r, i in zip(group.members, champions, strict=True)]
         )
-        X = X if self.backend.batched else X[0]
-        acqf = ChampionChallenger(group.model, X, variant=cfg.champion_variant, log=True)
-        return acqf, champions
+        acqf = ChampionChallenger(
+            group.model, X if self.backend.batched else X[0], variant=cfg.champion_variant, log=True
+        )
+        if local:
+            acqf = LocalBox(acqf, *local_box(X, cfg.local_radius))
+        return acqf, 1, champions
 
     def _repair(self, X: Tensor, k: int) -> Tensor:
         """Replace a repeated option (it would compare a design with itself) by a random one."""
