@@ -460,26 +460,35 @@ def test_import_from_a_missing_file(tmp_path, session):
 
 
 def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
-    """A new session stores the kernel it resolved; one stored without a kernel (made before the
-    kernel was a setting) resumes with the RBF kernel it was created with, not today's default."""
+    """A new session stores the kernel and local-query schedule it resolved; one stored without
+    them (made before they were settings) resumes with the RBF kernel and no local queries, as
+    it was created, not with today's defaults."""
+    from botorch_pref.loop import LoopConfig
     from botorch_pref.loop.config import DEFAULT_KERNEL
 
     path = tmp_path / "s.db"
     s = Session.create(path, "new", PARAMS, **FAST)
     assert s.settings["kernel"] == DEFAULT_KERNEL
+    assert s.settings["local_every"] == LoopConfig(len(PARAMS)).local_every
     s.close()
-    s = Session.create(path, "chosen", PARAMS, kernel="rbf", **FAST)
+    s = Session.create(path, "chosen", PARAMS, kernel="rbf", local_every=3, **FAST)
     s.close()
     Session.create(path, "old", PARAMS, **FAST).close()
     con = sqlite3.connect(path)
     options = json.loads(
         con.execute("SELECT options FROM sessions WHERE name = 'old'").fetchone()[0]
     )
-    del options["kernel"]
+    del options["kernel"], options["local_every"]
     with con:
         con.execute("UPDATE sessions SET options = ? WHERE name = 'old'", (json.dumps(options),))
     con.close()
-    for name, kernel in (("new", DEFAULT_KERNEL), ("chosen", "rbf"), ("old", "rbf")):
+    default_every = LoopConfig(len(PARAMS)).local_every
+    for name, kernel, every in (
+        ("new", DEFAULT_KERNEL, default_every),
+        ("chosen", "rbf", 3),
+        ("old", "rbf", None),
+    ):
         with Session.open(path, name) as s:
             assert s.settings["kernel"] == kernel
+            assert s.settings["local_every"] == every
             assert len(s.ask().options) == 2

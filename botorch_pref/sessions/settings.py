@@ -40,6 +40,8 @@ OPTIMIZER_OPTIONS = (
     "kernel",
     "lengthscale_prior",
     "link",
+    "local_every",
+    "local_radius",
 )
 
 #: The kernel of sessions stored before the kernel was a setting (the RBF kernel was the only
@@ -148,21 +150,24 @@ def check_settings(
         opt = PreferenceOptimizer(bounds, strategy=strategy, q=q, seed=seed, **options)
     except (TypeError, ValueError) as err:
         raise SessionError(f"Bad optimiser settings: {err}") from None
-    return {"strategy": opt.strategy, "q": opt.q, "seed": opt.seed, **options, "kernel": opt.kernel}
+    resolved = {"kernel": opt.kernel, "local_every": opt.local_every}
+    return {"strategy": opt.strategy, "q": opt.q, "seed": opt.seed, **options, **resolved}
 
 
 def stored_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored session's optimiser options, with the kernel of a session stored without one.
+    """A stored session's optimiser options, with the settings it predates at their old values.
 
     Args:
         options: The options as stored.
 
     Returns:
         The options, with ``kernel`` set to :data:`LEGACY_KERNEL` for a Laplace model when the
-        session predates the setting.
+        session predates that setting, and ``local_every`` to ``None`` (no local queries)
+        when it predates that one.
     """
+    options = {"local_every": None, **options}
     if "kernel" in options or options.get("model", "laplace") not in ("laplace", "laplace-box"):
-        return dict(options)
+        return options
     return {**options, "kernel": LEGACY_KERNEL}
 
 
