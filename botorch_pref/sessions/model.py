@@ -17,6 +17,8 @@ the session's seed and the numbers of answers) are asked instead.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 
@@ -32,7 +34,7 @@ from botorch_pref.sessions.records import (
 )
 from botorch_pref.sessions.settings import stored_options
 
-__all__ = ["NextQuery", "SessionModel"]
+__all__ = ["NextQuery", "Proposal", "SessionModel"]
 
 _STREAM_FALLBACK = 0x5E55
 
@@ -52,6 +54,20 @@ class NextQuery:
         self.designs = designs
         self.fit = fit
         self.best = best
+
+
+class Proposal(NamedTuple):
+    """A query proposed for the session by a step it shared with other sessions.
+
+    Attributes:
+        designs: ``q`` designs in user units.
+        fit: The hyperparameters that step fitted after the standing choices, or ``None``
+            when the schedule had no fit there (the session's optimiser then records the last
+            choice without one).
+    """
+
+    designs: list[list[float]]
+    fit: Hyperparameters | None
 
 
 class SessionModel:
@@ -94,11 +110,13 @@ class SessionModel:
             or (ties and a.kind == "tie" and state.query(a.query_id).q == 2)
         ]
 
-    def sync(self, state: SessionState) -> PreferenceOptimizer:
+    def sync(self, state: SessionState, fit: Hyperparameters | None = None) -> PreferenceOptimizer:
         """Bring the optimiser to the standing choices of ``state`` (one prefix-checked sync).
 
         Args:
             state: A snapshot of the session.
+            fit: Hyperparameters fitted to these choices elsewhere (default: the latest
+                stored fit that matches them).
 
         Returns:
             The optimiser (do not modify it).
@@ -107,14 +125,40 @@ class SessionModel:
             SessionError: When a stored answer cannot be replayed.
         """
         choices = self.choices(state)
-        records = [_record(a, state) for a in choices]
-        fit = _matching_fit(state.fits, choices)
+        records = self.records(state, choices)
+        fit = _matching_fit(state.fits, choices) if fit is None else fit
         try:
             return self._sync(records, fit)
         except ValueError:
             if fit is None:
                 raise
         return self._sync(records, None)  # a stored fit that does not fit: refit instead
+
+    def records(
+        self, state: SessionState, choices: list[Answer] | None = None
+    ) -> list[QueryRecord]:
+        """The loop's records of the standing choices, in commit order.
+
+        Args:
+            state: A snapshot of the session.
+            choices: Its :meth:`choices`, when already read.
+
+        Returns:
+            The records.
+        """
+        choices = self.choices(state) if choices is None else choices
+        return [_record(a, state) for a in choices]
+
+    def warm_fit(self, state: SessionState) -> Hyperparameters | None:
+        """The stored fit the optimiser holds before the last standing choice.
+
+        Args:
+            state: A snapshot of the session.
+
+        Returns:
+            The latest stored fit matching the choices before the last one, or ``None``.
+        """
+        return _matching_fit(state.fits, self.choices(state)[:-1])
 
     def _sync(self, records: list[QueryRecord], fit: Hyperparameters | None) -> PreferenceOptimizer:
         if self._opt is None:
@@ -144,18 +188,20 @@ class SessionModel:
         x = dict(zip(self._row.names, rec.x.tolist(), strict=True))
         return Best(x, rec.mean, rec.std, rec.index)
 
-    def next_query(self, state: SessionState) -> NextQuery:
+    def next_query(self, state: SessionState, proposal: Proposal | None = None) -> NextQuery:
         """The optimiser's next query, or random options if that query got no usable answer.
 
         Args:
             state: A snapshot of the session without a pending query.
+            proposal: The query (and fit) a step shared with other sessions made from
+                ``state``, used instead of the optimiser's own.
 
         Returns:
             The designs, with the fit and the recommendation to store.
         """
-        opt = self.sync(state)
+        opt = self.sync(state, None if proposal is None else proposal.fit)
         choices = self.choices(state)
-        designs = opt.ask().tolist()
+        designs = opt.ask().tolist() if proposal is None else proposal.designs
         unusable = {
             state.query(a.query_id).options for a in state.standing() if a.kind in ("skip", "tie")
         }
