@@ -169,3 +169,34 @@ def test_propose_together_needs_members_in_step(tmp_path):
         propose_together(config, sessions[0].bounds, members)
     for s in sessions:
         s.close()
+
+
+def test_a_group_continues_its_batched_state_until_its_answers_change(tmp_path):
+    sessions = _sessions(tmp_path / "steps.db", 3)
+    target = np.array([0.4, 0.2, 1.5])
+    steps: dict = {}
+    for s, query in zip(sessions, ask_together(sessions, steps), strict=True):
+        _answer(s, query, target)
+    assert steps == {}  # no answers before: random queries, no batched step
+    held = []
+    for _ in range(3):
+        for s, query in zip(sessions, ask_together(sessions[::-1], steps)[::-1], strict=True):
+            _answer(s, query, target)
+        assert list(steps) == [("s0", "s1", "s2")]  # by name, whatever the order asked
+        held.append(steps[("s0", "s1", "s2")])
+    assert held[0] is held[1] is held[2]  # continued, one answer further each time
+    assert held[2].n_answers == 3
+    s1 = sessions[1]
+    s1.undo()
+    s1.undo()  # s1's third answer changes: its group is replayed from the database
+    third, again = s1.history()[2].answer, s1.ask()
+    if third.kind == "tie":
+        s1.answer(again.id, winner=0)
+    else:
+        s1.answer(again.id, tie=True)
+    _answer(s1, s1.ask(), target)
+    ask_together(sessions, steps)
+    assert steps[("s0", "s1", "s2")] is not held[2]
+    assert steps[("s0", "s1", "s2")].n_answers == 4
+    for s in sessions:
+        s.close()

@@ -17,9 +17,10 @@ one set of base samples among the members). The others, and any group the batche
 for, get their query from :meth:`Session.ask <botorch_pref.sessions.Session.ask>`, one at a
 time, as do sessions whose answers changed while the step ran.
 
-A query made in a batched step is stored with the step's fit, exactly as ``Session.ask`` stores
-its own: the session's optimiser takes that fit instead of fitting, so a resumed session rebuilds
-the same model from the stored answers and fits. The random queries are those of the session's
+A query made in a batched step is stored with the step's fit and recommendation, as
+``Session.ask`` stores its own; the session's own optimiser is not touched (when it is next
+needed it catches up from the stored fit, without refitting), so a resumed session rebuilds the
+same model from the stored answers and fits. The random queries are those of the session's
 own optimiser; the fit and the acquisition's maximiser come from the batched solvers, equal in
 distribution to the sequential ones but not bit for bit (see
 :mod:`~botorch_pref.loop.backends`).
@@ -32,16 +33,26 @@ from typing import NamedTuple
 
 import torch
 
-from botorch_pref.loop import Hyperparameters, LoopConfig, LoopState, QueryRecord, validate_answer
-from botorch_pref.loop.records import check_bounds, check_query
+from botorch_pref.loop import (
+    Hyperparameters,
+    LoopConfig,
+    LoopState,
+    QueryRecord,
+    Recommendation,
+    validate_answer,
+)
+from botorch_pref.loop.records import check_bounds, check_query, same_record
 from botorch_pref.sessions.model import Proposal
 from botorch_pref.sessions.records import Query, SessionState
 from botorch_pref.sessions.session import Session
 
-__all__ = ["BATCHED_MODELS", "Member", "ask_together", "propose_together"]
+__all__ = ["BATCHED_MODELS", "KEPT_STEPS", "Member", "ask_together", "propose_together"]
 
 #: The models the batched back end holds.
 BATCHED_MODELS = ("laplace", "laplace-box")
+
+#: Most batched states :func:`ask_together` keeps for the next call.
+KEPT_STEPS = 8
 
 
 class Member(NamedTuple):
@@ -58,7 +69,9 @@ class Member(NamedTuple):
     warm: Hyperparameters | None
 
 
-def ask_together(sessions: Sequence[Session]) -> list[Query]:
+def ask_together(
+    sessions: Sequence[Session], steps: dict[tuple[str, ...], LoopState] | None = None
+) -> list[Query]:
     """Every session's query to show now: the pending one, else a new one (stored first).
 
     Like :meth:`Session.ask <botorch_pref.sessions.Session.ask>` for each session, with the
@@ -66,6 +79,10 @@ def ask_together(sessions: Sequence[Session]) -> list[Query]:
 
     Args:
         sessions: Open sessions, distinct.
+        steps: The batched states of earlier calls, by their sessions' names (updated: a
+            session's state is replaced by this call's, at most :data:`KEPT_STEPS` kept): a
+            group of the same sessions, each one answer further, continues its state instead
+            of replaying every answer. ``None`` keeps none.
 
     Returns:
         Their queries, in order.
@@ -77,20 +94,36 @@ def ask_together(sessions: Sequence[Session]) -> list[Query]:
         if member is not None:
             groups.setdefault(_key(s, len(member.records)), []).append(i)
     proposals: dict[int, Proposal] = {}
+    kept: dict[tuple[str, ...], LoopState] = {}
     for group in groups.values():
         if len(group) < 2:
             continue
-        first = sessions[group[0]]
+        group.sort(key=lambda i: sessions[i].name)
+        names = tuple(sessions[i].name for i in group)
+        first, these = sessions[group[0]], [members[i] for i in group]
+        start = None if steps is None else steps.get(names)
         try:
-            made = propose_together(_config(first), first.bounds, [members[i] for i in group])
+            made, kept[names] = propose_together(_config(first), first.bounds, these, start)
         except Exception:  # a numerical failure of the step: one at a time
             continue
         proposals.update(zip(group, made, strict=True))
+    if steps is not None:
+        _keep(steps, kept)
     queries = []
     for i, s in enumerate(sessions):
         shown = s.ask_proposed(states[i], proposals[i]) if i in proposals else None
         queries.append(shown if shown is not None else s.ask())
     return queries
+
+
+def _keep(steps: dict[tuple[str, ...], LoopState], kept: dict[tuple[str, ...], LoopState]) -> None:
+    """Replace the states of the sessions stepped now; keep at most :data:`KEPT_STEPS`."""
+    now = {name for names in kept for name in names}
+    for names in [n for n in steps if now.intersection(n)]:
+        del steps[names]
+    steps.update(kept)
+    for names in list(steps)[: max(0, len(steps) - KEPT_STEPS)]:
+        del steps[names]
 
 
 def _member(session: Session, state: SessionState) -> Member | None:
@@ -124,22 +157,29 @@ def _key(session: Session, k: int) -> str:
 
 
 def propose_together(
-    config: LoopConfig, bounds: Sequence[Sequence[float]], members: Sequence[Member]
-) -> list[Proposal]:
+    config: LoopConfig,
+    bounds: Sequence[Sequence[float]],
+    members: Sequence[Member],
+    start: LoopState | None = None,
+) -> tuple[list[Proposal], LoopState]:
     """The next queries of sessions with the same settings, in one batched step.
 
     The members' records are replayed into one :class:`~botorch_pref.loop.LoopState` with the
-    batched back end (without fits), their warm fits are loaded, and the last record is
-    recorded as the loop records an answer (refitting when the schedule says so); then the
-    state proposes every member's next query.
+    batched back end (without fits) and their warm fits are loaded -- or ``start`` is taken
+    when it holds exactly that -- then the last record is recorded as the loop records an
+    answer (refitting when the schedule says so), and the state proposes every member's next
+    query.
 
     Args:
         config: The members' settings (any seed: each member's own is used).
         bounds: ``[[lows...], [highs...]]`` in user units.
         members: The members, each with at least one record and the same number of them.
+        start: The state of an earlier step of the same members, used when it holds all
+            their records but the last and their warm fits.
 
     Returns:
-        One :class:`~botorch_pref.sessions.model.Proposal` per member.
+        ``(proposals, state)``: one :class:`~botorch_pref.sessions.model.Proposal` per member,
+        and the state after the step.
 
     Raises:
         ValueError: For members with different numbers of records, or warm fits that do not
@@ -149,21 +189,64 @@ def propose_together(
     if k == 0 or any(len(m.records) != k for m in members):
         raise ValueError("the members of a batched step need the same number (>= 1) of records.")
     b = check_bounds(bounds, config.tkwargs)
-    state = LoopState(config, b, seeds=[m.seed for m in members], backend="batched")
-    steps = [_step(config, b, [m.records[i] for m in members]) for i in range(k)]
-    for queries, answers in steps[:-1]:
-        state.record_answers(queries, answers, refit=False, update_models=False)
+    if start is not None and _continues(start, members):
+        state = start
+    else:
+        state = _replayed(config, b, members)
+    state.record_answers(*_step(config, b, [m.records[-1] for m in members]))  # refit if due
+    X = state.propose()
+    fitted = k == 1 or config.refit_due(k)
+    proposals = [
+        Proposal(X[r].tolist(), _member_fit(state, r, k) if fitted else None, best)
+        for r, best in enumerate(_recommendations(state))
+    ]
+    return proposals, state
+
+
+def _replayed(config: LoopConfig, bounds: torch.Tensor, members: Sequence[Member]) -> LoopState:
+    """A batched state holding every member's records but the last, with its warm fit."""
+    state = LoopState(config, bounds, seeds=[m.seed for m in members], backend="batched")
+    k = len(members[0].records)
+    for i in range(k - 1):
+        step = _step(config, bounds, [m.records[i] for m in members])
+        state.record_answers(*step, refit=False, update_models=False)
     if k > 1:
         state.update_models()
         warm = [m.warm for m in members]
         if all(h is not None for h in warm):
             _stacked(state, warm).load_into(state.groups[0].model)
-    state.record_answers(*steps[-1])  # refits when the schedule says so, from the warm fit
-    X = state.propose()
-    fitted = k == 1 or config.refit_due(k)
+    return state
+
+
+def _continues(state: LoopState, members: Sequence[Member]) -> bool:
+    """Whether ``state`` holds exactly the members' records but the last, and their warm fits."""
+    k = len(members[0].records)
+    if state.n_answers != k - 1 or state.seeds != [m.seed for m in members]:
+        return False
+    for r, m in enumerate(members):
+        if any(not same_record(state.record.query(r, i), m.records[i]) for i in range(k - 1)):
+            return False
+        if m.warm is not None:
+            held = _member_fit(state, r, m.warm.n_answers).values
+            if held.keys() != m.warm.values.keys() or any(
+                not torch.equal(held[n], v.to(held[n])) for n, v in m.warm.values.items()
+            ):
+                return False
+    return True
+
+
+def _recommendations(state: LoopState) -> list[Recommendation]:
+    """Each member's compared design with the highest posterior mean, with its mean and std."""
+    index = [int(m.argmax()) for m in state.means()]
+    record = state.record
+    X = torch.stack([record.X_unit[r, i] for r, i in enumerate(index)]).unsqueeze(-2)
+    with torch.no_grad():
+        posterior = state.groups[0].model.posterior(X)  # R x 1 x d: member r at its design
+        mean = posterior.mean.reshape(-1)
+        std = posterior.variance.reshape(-1).clamp_min(0.0).sqrt()
     return [
-        Proposal(X[r].tolist(), _member_fit(state, r, k) if fitted else None)
-        for r in range(len(members))
+        Recommendation(record.X_user[r, i].clone(), float(mean[r]), float(std[r]), i)
+        for r, i in enumerate(index)
     ]
 
 

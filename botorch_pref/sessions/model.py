@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from botorch_pref.loop import Hyperparameters, PreferenceOptimizer, QueryRecord
+from botorch_pref.loop import Hyperparameters, PreferenceOptimizer, QueryRecord, Recommendation
 from botorch_pref.sessions.errors import SessionError
 from botorch_pref.sessions.records import (
     Answer,
@@ -62,12 +62,13 @@ class Proposal(NamedTuple):
     Attributes:
         designs: ``q`` designs in user units.
         fit: The hyperparameters that step fitted after the standing choices, or ``None``
-            when the schedule had no fit there (the session's optimiser then records the last
-            choice without one).
+            when the schedule had no fit there.
+        best: The recommendation of that step's model.
     """
 
     designs: list[list[float]]
     fit: Hyperparameters | None
+    best: Recommendation
 
 
 class SessionModel:
@@ -110,13 +111,11 @@ class SessionModel:
             or (ties and a.kind == "tie" and state.query(a.query_id).q == 2)
         ]
 
-    def sync(self, state: SessionState, fit: Hyperparameters | None = None) -> PreferenceOptimizer:
+    def sync(self, state: SessionState) -> PreferenceOptimizer:
         """Bring the optimiser to the standing choices of ``state`` (one prefix-checked sync).
 
         Args:
             state: A snapshot of the session.
-            fit: Hyperparameters fitted to these choices elsewhere (default: the latest
-                stored fit that matches them).
 
         Returns:
             The optimiser (do not modify it).
@@ -126,7 +125,7 @@ class SessionModel:
         """
         choices = self.choices(state)
         records = self.records(state, choices)
-        fit = _matching_fit(state.fits, choices) if fit is None else fit
+        fit = _matching_fit(state.fits, choices)
         try:
             return self._sync(records, fit)
         except ValueError:
@@ -193,26 +192,30 @@ class SessionModel:
 
         Args:
             state: A snapshot of the session without a pending query.
-            proposal: The query (and fit) a step shared with other sessions made from
-                ``state``, used instead of the optimiser's own.
+            proposal: The query, fit and recommendation a step shared with other sessions made
+                from ``state``, used instead of the optimiser's own (the optimiser is left as
+                it is; it catches up from the stored fit when it is next needed).
 
         Returns:
             The designs, with the fit and the recommendation to store.
         """
-        opt = self.sync(state, None if proposal is None else proposal.fit)
         choices = self.choices(state)
-        designs = opt.ask().tolist() if proposal is None else proposal.designs
+        if proposal is None:
+            opt = self.sync(state)
+            designs = opt.ask().tolist()
+            fit, rec = opt.hyperparameters, None if opt.model is None else opt.best()
+        else:
+            designs, fit, rec = proposal.designs, proposal.fit, proposal.best
         unusable = {
             state.query(a.query_id).options for a in state.standing() if a.kind in ("skip", "tie")
         }
         if tuple(map(tuple, designs)) in unusable:
-            designs = self._random_designs(len(opt.history), len(unusable))
-        return NextQuery(designs, self._new_fit(opt, state, choices), self._best(opt, choices))
+            designs = self._random_designs(len(choices), len(unusable))
+        return NextQuery(designs, self._new_fit(fit, state, choices), self._best(rec, choices))
 
     def _new_fit(
-        self, opt: PreferenceOptimizer, state: SessionState, choices: list[Answer]
+        self, h: Hyperparameters | None, state: SessionState, choices: list[Answer]
     ) -> StoredFit | None:
-        h = opt.hyperparameters
         if h is None or not 1 <= h.n_answers <= len(choices):
             return None
         key = (h.n_answers, choices[h.n_answers - 1].id)
@@ -220,10 +223,9 @@ class SessionModel:
             return None
         return StoredFit(*key, h.to_dict())
 
-    def _best(self, opt: PreferenceOptimizer, choices: list[Answer]) -> StoredBest | None:
-        if opt.model is None or not choices:
+    def _best(self, rec: Recommendation | None, choices: list[Answer]) -> StoredBest | None:
+        if rec is None or not choices:
             return None
-        rec = opt.best()
         x = dict(zip(self._row.names, rec.x.tolist(), strict=True))
         return StoredBest(len(choices), choices[-1].id, Best(x, rec.mean, rec.std, rec.index))
 
