@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
+from botorch_pref.loop import LoopState
 from botorch_pref.sessions import Best, Session
+from botorch_pref.sessions.batch import ask_together
 
 __all__ = [
     "Prepared",
@@ -32,6 +34,7 @@ __all__ = [
     "evict_idle",
     "pid",
     "prepare",
+    "prepare_many",
     "recommendation",
     "start",
 ]
@@ -66,6 +69,8 @@ class _Held:
         self.idle_s = 600.0
         self.sessions: dict[str, Session] = {}
         self.last_used: dict[str, float] = {}
+        #: Batched states of the last steps, continued by the next (see ``ask_together``).
+        self.steps: dict[tuple[str, ...], LoopState] = {}
 
 
 _HELD = _Held()
@@ -161,22 +166,57 @@ def prepare(name: str) -> Prepared:
     Returns:
         The pending query's id and the recommendation, or the error that stopped it.
     """
+    return prepare_many([name])[0]
+
+
+def prepare_many(names: list[str]) -> list[Prepared]:
+    """:func:`prepare` for several sessions, the new queries of compatible ones made together.
+
+    The sessions that need a new query get it from
+    :func:`~botorch_pref.sessions.batch.ask_together` (one batched step for each group of
+    compatible sessions, :meth:`~botorch_pref.sessions.Session.ask` for the others); when that
+    fails, each session is prepared on its own, so that one session's error is its own.
+
+    Args:
+        names: The sessions' names, distinct.
+
+    Returns:
+        One result per name, in order.
+    """
     begin = time.perf_counter()
     evict_idle()
+    asking: list[tuple[str, Session, int]] = []
+    results: dict[str, Prepared] = {}
+    for name in names:
+        try:
+            s = _session(name)
+            progress = s.progress()
+            if progress.pending or not progress.done:
+                asking.append((name, s, progress.answered))
+            else:
+                results[name] = _prepared(s, None, progress.answered, begin)
+        except Exception as err:  # SessionError and anything else: shown on the page
+            results[name] = _failed(name, err, begin)
     try:
-        s = _session(name)
-        progress = s.progress()
-        query = s.ask() if progress.pending or not progress.done else None
-        return Prepared(
-            None if query is None else query.id,
-            recommendation(s),
-            progress.answered,
-            seconds=time.perf_counter() - begin,
-        )
-    except Exception as err:  # SessionError and anything else: shown on the page
-        _drop(name)
-        error = f"{type(err).__name__}: {err}"
-        return Prepared(None, None, 0, error, time.perf_counter() - begin)
+        queries = ask_together([s for _, s, _ in asking], _HELD.steps)
+    except Exception:  # one at a time, each with its own error
+        queries = [None] * len(asking)
+    for (name, s, answered), query in zip(asking, queries, strict=True):
+        try:
+            query = s.ask() if query is None else query
+            results[name] = _prepared(s, query.id, answered, begin)
+        except Exception as err:
+            results[name] = _failed(name, err, begin)
+    return [results[name] for name in names]
+
+
+def _prepared(s: Session, query_id: int | None, answered: int, begin: float) -> Prepared:
+    return Prepared(query_id, recommendation(s), answered, seconds=time.perf_counter() - begin)
+
+
+def _failed(name: str, err: Exception, begin: float) -> Prepared:
+    _drop(name)
+    return Prepared(None, None, 0, f"{type(err).__name__}: {err}", time.perf_counter() - begin)
 
 
 def call(name: str, func: Callable[..., T], *args: Any) -> T:
@@ -214,5 +254,6 @@ def pid() -> int:
 
 def close_all() -> None:
     """Close every held session."""
+    _HELD.steps.clear()
     for name in list(_HELD.sessions):
         _drop(name)
