@@ -200,3 +200,27 @@ def test_a_group_continues_its_batched_state_until_its_answers_change(tmp_path):
     assert steps[("s0", "s1", "s2")].n_answers == 4
     for s in sessions:
         s.close()
+
+
+def test_a_session_alone_may_wait_to_join_the_others(tmp_path):
+    sessions = _sessions(tmp_path / "wait.db", 4)
+    target = np.array([0.3, -0.2, 0.5])
+    for s in sessions:
+        _answer(s, s.ask(), target)
+    _answer(sessions[0], sessions[0].ask(), target)  # s0 is one answer ahead
+    queries = ask_together(sessions, may_wait=[0, 1])
+    assert queries[0] is None and sessions[0].pending() is None  # left waiting, nothing stored
+    for s, query in zip(sessions[1:], queries[1:], strict=True):
+        assert query is not None and s.pending() == query
+        _answer(s, query, target)
+    steps: dict = {}
+    assert all(q is not None for q in ask_together(sessions, steps, may_wait=[0]))
+    assert list(steps) == [("s0", "s1", "s2", "s3")]  # now all four in one step
+    other = Session.create(tmp_path / "wait.db", "z", PARAMS, "eubo", 2, 1, n_initial=4)
+    _answer(other, other.ask(), target)
+    for s in sessions:
+        _answer(s, s.pending(), target)
+    # alone with settings no other session shares: it does not wait
+    assert ask_together([other, *sessions], may_wait=[0])[0] is not None
+    for s in [other, *sessions]:
+        s.close()

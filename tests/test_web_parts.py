@@ -345,3 +345,23 @@ def test_preparer_batch_is_validated(tmp_path):
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="batch"):
             Preparer(tmp_path / "x.db", batch=bad)
+
+
+def test_held_prepare_many_lets_a_session_ahead_wait(tmp_path):
+    from botorch_pref.web import held
+
+    path = tmp_path / "ahead.db"
+    for i, name in enumerate(("a", "b", "c")):
+        Session.create(path, name, {"x": (0, 1), "y": (0, 1)}, "eubo", 2, i).close()
+        with Session.open(path, name) as s:
+            for _ in range(2 if name == "a" else 1):
+                s.answer(s.ask().id, winner=0)
+    held.start(str(path), 600.0, None)
+    try:
+        a, b, c = held.prepare_many(["a", "b", "c"], may_wait=["a"])
+        assert a.waiting and a.query_id is None and a.answers == 2
+        assert not b.waiting and b.query_id is not None and c.query_id is not None
+        (again,) = held.prepare_many(["a"])  # next time it is prepared
+        assert not again.waiting and again.query_id is not None
+    finally:
+        held.close_all()

@@ -28,7 +28,7 @@ distribution to the sequential ones but not bit for bit (see
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 import torch
@@ -70,8 +70,10 @@ class Member(NamedTuple):
 
 
 def ask_together(
-    sessions: Sequence[Session], steps: dict[tuple[str, ...], LoopState] | None = None
-) -> list[Query]:
+    sessions: Sequence[Session],
+    steps: dict[tuple[str, ...], LoopState] | None = None,
+    may_wait: Collection[int] = (),
+) -> list[Query | None]:
     """Every session's query to show now: the pending one, else a new one (stored first).
 
     Like :meth:`Session.ask <botorch_pref.sessions.Session.ask>` for each session, with the
@@ -83,16 +85,26 @@ def ask_together(
             session's state is replaced by this call's, at most :data:`KEPT_STEPS` kept): a
             group of the same sessions, each one answer further, continues its state instead
             of replaying every answer. ``None`` keeps none.
+        may_wait: Indices of sessions that may be left without a query when they would be
+            stepped alone while sessions with the same settings but another number of answers
+            are stepped together: asked again after those, they can join them (one batched
+            step instead of a step of their own, then and after).
 
     Returns:
-        Their queries, in order.
+        Their queries, in order (``None`` for those left waiting).
     """
     states = [s.state() for s in sessions]
     members = [_member(s, st) for s, st in zip(sessions, states, strict=True)]
-    groups: dict[str, list[int]] = {}
+    groups: dict[tuple[str, int], list[int]] = {}
     for i, (s, member) in enumerate(zip(sessions, members, strict=True)):
         if member is not None:
-            groups.setdefault(_key(s, len(member.records)), []).append(i)
+            groups.setdefault((_compatible(s), len(member.records)), []).append(i)
+    together = {key[0] for key, group in groups.items() if len(group) > 1}
+    waiting = {
+        group[0]
+        for key, group in groups.items()
+        if len(group) == 1 and key[0] in together and group[0] in may_wait
+    }
     proposals: dict[int, Proposal] = {}
     kept: dict[tuple[str, ...], LoopState] = {}
     for group in groups.values():
@@ -109,10 +121,10 @@ def ask_together(
         proposals.update(zip(group, made, strict=True))
     if steps is not None:
         _keep(steps, kept)
-    queries = []
+    queries: list[Query | None] = []
     for i, s in enumerate(sessions):
         shown = s.ask_proposed(states[i], proposals[i]) if i in proposals else None
-        queries.append(shown if shown is not None else s.ask())
+        queries.append(shown if shown is not None or i in waiting else s.ask())
     return queries
 
 
@@ -150,10 +162,10 @@ def _config(session: Session) -> LoopConfig:
     return LoopConfig(len(session.names), **settings)
 
 
-def _key(session: Session, k: int) -> str:
-    """What sessions share to be stepped together (everything but the seed)."""
+def _compatible(session: Session) -> str:
+    """What sessions share to be stepped together, besides their number of answers."""
     settings = {n: v for n, v in session.settings.items() if n != "seed"}
-    return repr((sorted(settings.items()), session.bounds, k))
+    return repr((sorted(settings.items()), session.bounds))
 
 
 def propose_together(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
@@ -52,6 +52,8 @@ class Prepared:
         answers: How many standing answers it saw.
         error: Why preparing failed, or ``""``.
         seconds: How long preparing took.
+        waiting: It was left to wait for the next step, to join the sessions stepped together
+            (see :func:`prepare_many`); nothing else is set.
     """
 
     query_id: int | None
@@ -59,6 +61,7 @@ class Prepared:
     answers: int
     error: str = ""
     seconds: float = 0.0
+    waiting: bool = False
 
 
 class _Held:
@@ -169,7 +172,7 @@ def prepare(name: str) -> Prepared:
     return prepare_many([name])[0]
 
 
-def prepare_many(names: list[str]) -> list[Prepared]:
+def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepared]:
     """:func:`prepare` for several sessions, the new queries of compatible ones made together.
 
     The sessions that need a new query get it from
@@ -179,6 +182,9 @@ def prepare_many(names: list[str]) -> list[Prepared]:
 
     Args:
         names: The sessions' names, distinct.
+        may_wait: Names of sessions that may be left waiting (a result with ``waiting``) when
+            they would be stepped alone, one answer ahead of or behind sessions with the same
+            settings that are stepped together: prepared again next, they join them.
 
     Returns:
         One result per name, in order.
@@ -197,11 +203,15 @@ def prepare_many(names: list[str]) -> list[Prepared]:
                 results[name] = _prepared(s, None, progress.answered, begin)
         except Exception as err:  # SessionError and anything else: shown on the page
             results[name] = _failed(name, err, begin)
+    wait = [i for i, (name, _, _) in enumerate(asking) if name in may_wait]
     try:
-        queries = ask_together([s for _, s, _ in asking], _HELD.steps)
+        queries = ask_together([s for _, s, _ in asking], _HELD.steps, wait)
     except Exception:  # one at a time, each with its own error
-        queries = [None] * len(asking)
-    for (name, s, answered), query in zip(asking, queries, strict=True):
+        queries, wait = [None] * len(asking), []
+    for i, ((name, s, answered), query) in enumerate(zip(asking, queries, strict=True)):
+        if query is None and i in wait:
+            results[name] = Prepared(None, None, answered, waiting=True)
+            continue
         try:
             query = s.ask() if query is None else query
             results[name] = _prepared(s, query.id, answered, begin)

@@ -89,6 +89,8 @@ class _Worker:
         #: (guarded by the preparer's lock).
         self.queued: list[str] = []
         self.busy = False
+        #: Sessions left waiting in the last step (they are not left waiting twice in a row).
+        self.waited: set[str] = set()
 
     def _start(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
@@ -231,8 +233,9 @@ class Preparer:
                 return
             names, worker.queued = worker.queued[: self._batch], worker.queued[self._batch :]
             worker.busy = True
+            may_wait = [n for n in names if n not in worker.waited]
         try:
-            future = worker.submit(held.prepare_many, names)
+            future = worker.submit(held.prepare_many, names, may_wait)
         except RuntimeError as err:  # shut down meanwhile
             future = Future()
             future.set_exception(err)
@@ -245,11 +248,13 @@ class Preparer:
             results = [Prepared(None, None, 0, f"{type(err).__name__}: {err}")] * len(names)
         with self._lock:
             worker.busy = False
-            waiting = []
-            for name, result in zip(names, results, strict=True):
+            worker.waited = {n for n, r in zip(names, results, strict=True) if r.waiting}
+            worker.queued[:0] = [n for n in names if n in worker.waited]  # first in the next
+            done = [(n, r) for n, r in zip(names, results, strict=True) if not r.waiting]
+            for name, result in done:
                 self._prepared[name] = result
-                waiting.append(self._running.pop(name))
-        for each, result in zip(waiting, results, strict=True):
+            futures = [self._running.pop(name) for name, _ in done]
+        for each, (_, result) in zip(futures, done, strict=True):
             each.set_result(result)
         if not self._closed:
             self._dispatch(worker)
