@@ -4,10 +4,11 @@ A worker process (see :class:`~botorch_pref.web.workers.Preparer`) imports this 
 :func:`start` once, then runs the functions below one at a time, in the order they were sent.
 It keeps each session it was given an open :class:`~botorch_pref.sessions.Session`, and with it
 the session's optimiser, so that the next query after an answer only adds that answer to the
-model (and refits on the optimiser's schedule) instead of replaying the whole history. A
-session unused for ``idle_s`` seconds is closed and forgotten; its next use reopens it from the
-database, whose stored answers and fits are the source of truth (a reopened session gets the
-same queries as the process that recorded the answers).
+model (and refits on the optimiser's schedule) instead of replaying the whole history; sessions
+prepared together in one batched step (:func:`prepare_many`) share a batched state that is kept
+between steps in the same way. A session unused for ``idle_s`` seconds is closed and forgotten;
+its next use reopens it from the database, whose stored answers and fits are the source of truth
+(a reopened session rebuilds the model of the process that recorded the answers).
 
 Everything here is module state of the worker process; nothing is shared with the server.
 """
