@@ -188,6 +188,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--idle-sessions", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2, help="the server's --workers")
     parser.add_argument("--idle", type=float, default=20.0, help="the server's --idle seconds")
+    parser.add_argument(
+        "--batch", type=int, default=None, help="the server's --batch (default: the server's)"
+    )
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between page loads")
     parser.add_argument("--out", default=None, help="JSON file (default: in the temporary folder)")
     parser.add_argument(
@@ -199,8 +202,11 @@ def _arguments() -> argparse.Namespace:
         or args.seconds > 600
         or args.idle_sessions > 500
         or args.query_cpu > 200
+        or (args.batch is not None and args.batch < 1)
     ):
-        parser.error("bounded: at most 100 annotators, 600 s, 500 idle sessions, 200 queries")
+        parser.error(
+            "bounded: at most 100 annotators, 600 s, 500 idle sessions, 200 queries; batch >= 1"
+        )
     return args
 
 
@@ -211,6 +217,8 @@ def _start_server(db: Path, args: argparse.Namespace) -> tuple[subprocess.Popen,
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     cmd = [sys.executable, "-m", "botorch_pref.cli", "serve", str(db), "--port", str(port)]
     cmd += ["--workers", str(args.workers), "--idle", str(args.idle)]
+    if args.batch is not None:
+        cmd += ["--batch", str(args.batch)]
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     for _ in range(1200):
@@ -370,7 +378,9 @@ def main() -> int:
     for i, name in enumerate(names + idle_names):
         Session.create(db, name, params, "eubo", 2, i, budget=1000).close()
 
-    result: dict = {k: getattr(args, k) for k in ("annotators", "seconds", "dim", "workers")}
+    result: dict = {
+        k: getattr(args, k) for k in ("annotators", "seconds", "dim", "workers", "batch")
+    }
     result["idle_sessions"] = args.idle_sessions
     result["load_before"] = Path("/proc/loadavg").read_text().strip()
     server, url = _start_server(db, args)

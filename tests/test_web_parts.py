@@ -305,3 +305,63 @@ def test_loopback_hosts():
     assert _is_loopback("127.0.0.1") and _is_loopback("localhost") and _is_loopback("::1")
     assert not _is_loopback("0.0.0.0") and not _is_loopback("192.0.2.1")
     assert not _is_loopback("example.org")
+
+
+def test_a_worker_prepares_the_sessions_queued_meanwhile(tmp_path):
+    path = tmp_path / "together.db"
+    names = [f"s{i}" for i in range(5)]
+    for i, name in enumerate(names):
+        Session.create(path, name, {"x": (0, 1), "y": (0, 2)}, "eubo", 2, i, n_initial=1).close()
+        with Session.open(path, name) as s:
+            s.answer(s.ask().id, winner=0)
+    with Preparer(path, workers=1, batch=3) as preparer:
+        assert all(preparer.prepare(name) for name in names)
+        assert not preparer.prepare(names[-1])  # already queued
+        wait_until(lambda: preparer.preparing_count() == 0)
+        results = [preparer.prepared(name) for name in names]
+    for name, result in zip(names, results, strict=True):
+        assert result.error == "" and result.answers == 1
+        with Session.open(path, name) as s:
+            assert s.pending().id == result.query_id  # stored, with its fit
+            assert {f.n_answers for f in s.state().fits} == {1}
+
+
+def test_held_prepare_many_keeps_each_sessions_error(tmp_path):
+    from botorch_pref.web import held
+
+    path = tmp_path / "many.db"
+    for i, name in enumerate(("a", "b")):
+        Session.create(path, name, {"x": (0, 1)}, "eubo", 2, i, n_initial=1).close()
+    held.start(str(path), 600.0, None)
+    try:
+        a, missing, b = held.prepare_many(["a", "missing", "b"])
+    finally:
+        held.close_all()
+    assert a.query_id is not None and b.query_id is not None and not a.error
+    assert missing.query_id is None and "missing" in missing.error
+
+
+def test_preparer_batch_is_validated(tmp_path):
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="batch"):
+            Preparer(tmp_path / "x.db", batch=bad)
+
+
+def test_held_prepare_many_lets_a_session_ahead_wait(tmp_path):
+    from botorch_pref.web import held
+
+    path = tmp_path / "ahead.db"
+    for i, name in enumerate(("a", "b", "c")):
+        Session.create(path, name, {"x": (0, 1), "y": (0, 1)}, "eubo", 2, i).close()
+        with Session.open(path, name) as s:
+            for _ in range(2 if name == "a" else 1):
+                s.answer(s.ask().id, winner=0)
+    held.start(str(path), 600.0, None)
+    try:
+        a, b, c = held.prepare_many(["a", "b", "c"], may_wait=["a"])
+        assert a.waiting and a.query_id is None and a.answers == 2
+        assert not b.waiting and b.query_id is not None and c.query_id is not None
+        (again,) = held.prepare_many(["a"])  # next time it is prepared
+        assert not again.waiting and again.query_id is not None
+    finally:
+        held.close_all()

@@ -156,9 +156,37 @@ class PairwiseLikelihood(Likelihood):
             )
         self._set_tie_threshold(tie_threshold)
 
+    def batch_tie_threshold(self, batch_shape: torch.Size) -> None:
+        """Give each member of a batched model its own tie threshold, starting from the current.
+
+        A model with ``batch_shape = (b,)`` whose members are independent problems (the loop's
+        batched back end) needs one threshold per member, as it has one kernel per member;
+        utility differences then carry the batch in their leading dimension.
+
+        Args:
+            batch_shape: The model's one-dimensional batch shape.
+
+        Raises:
+            ValueError: For a likelihood without ties, or a batch shape that is not ``(b,)``.
+        """
+        if not self.has_ties:
+            raise ValueError(f"{type(self).__name__} was built without a tie_threshold.")
+        if len(batch_shape) != 1:
+            raise ValueError(f"batch_shape must be (b,), got {tuple(batch_shape)}.")
+        raw = self.raw_tie_threshold.detach()
+        if raw.shape == batch_shape:
+            return
+        if raw.dim() != 0:
+            raise ValueError(
+                f"the tie threshold already has batch shape {tuple(raw.shape)}, not "
+                f"{tuple(batch_shape)}."
+            )
+        self.raw_tie_threshold = torch.nn.Parameter(raw.expand(batch_shape).clone())
+
     @property
     def tie_threshold(self) -> Tensor | None:
-        r"""The tie threshold :math:`\theta` (a 0-dim tensor), or ``None`` without ties."""
+        r"""The tie threshold :math:`\theta` (a 0-dim tensor, or ``(b,)`` per batch member,
+        see :meth:`batch_tie_threshold`), or ``None`` without ties."""
         if not self.has_ties:
             return None
         return self.raw_tie_threshold_constraint.transform(self.raw_tie_threshold)
@@ -175,11 +203,16 @@ class PairwiseLikelihood(Likelihood):
             raw_tie_threshold=self.raw_tie_threshold_constraint.inverse_transform(value)
         )
 
+    def _theta(self, delta: Tensor) -> Tensor:
+        """The tie threshold, broadcastable against ``delta`` (batch members leading)."""
+        theta = self.tie_threshold.to(delta)
+        return theta.reshape(theta.shape + (1,) * (delta.dim() - theta.dim()))
+
     def _shift(self, delta: Tensor) -> Tensor:
         r"""The difference the win probability sees: :math:`\delta - \theta` with ties."""
         if not self.has_ties:
             return delta
-        return delta - self.tie_threshold.to(delta)
+        return delta - self._theta(delta)
 
     def _log_pdf(self, x: Tensor) -> Tensor:
         """Log-density of the standardised link at ``x``."""
@@ -220,7 +253,7 @@ class PairwiseLikelihood(Likelihood):
         if not self.has_ties:
             raise ValueError(f"{type(self).__name__} was built without a tie_threshold.")
         s = self.scale
-        theta = self.tie_threshold.to(delta)
+        theta = self._theta(delta)
         sign = torch.where(delta < 0, -1.0, 1.0).to(delta)
         x = delta.abs()
         a = (theta - x) / s

@@ -142,6 +142,8 @@ def laplace_model(
             dtype=datapoints.dtype,
             base_kernel=base_kernel,
         ).to(datapoints.device)
+    if len(batch_shape) > 0 and likelihood is not None and likelihood.has_ties:
+        likelihood.batch_tie_threshold(batch_shape)  # independent members: one threshold each
     model = PairwiseLaplaceGP(
         datapoints, comparisons, likelihood=likelihood, covar_module=covar_module
     )

@@ -17,10 +17,12 @@ the session's seed and the numbers of answers) are asked instead.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 
-from botorch_pref.loop import Hyperparameters, PreferenceOptimizer, QueryRecord
+from botorch_pref.loop import Hyperparameters, PreferenceOptimizer, QueryRecord, Recommendation
 from botorch_pref.sessions.errors import SessionError
 from botorch_pref.sessions.records import (
     Answer,
@@ -32,7 +34,7 @@ from botorch_pref.sessions.records import (
 )
 from botorch_pref.sessions.settings import stored_options
 
-__all__ = ["NextQuery", "SessionModel"]
+__all__ = ["NextQuery", "Proposal", "SessionModel"]
 
 _STREAM_FALLBACK = 0x5E55
 
@@ -52,6 +54,21 @@ class NextQuery:
         self.designs = designs
         self.fit = fit
         self.best = best
+
+
+class Proposal(NamedTuple):
+    """A query proposed for the session by a step it shared with other sessions.
+
+    Attributes:
+        designs: ``q`` designs in user units.
+        fit: The hyperparameters that step fitted after the standing choices, or ``None``
+            when the schedule had no fit there.
+        best: The recommendation of that step's model.
+    """
+
+    designs: list[list[float]]
+    fit: Hyperparameters | None
+    best: Recommendation
 
 
 class SessionModel:
@@ -107,7 +124,7 @@ class SessionModel:
             SessionError: When a stored answer cannot be replayed.
         """
         choices = self.choices(state)
-        records = [_record(a, state) for a in choices]
+        records = self.records(state, choices)
         fit = _matching_fit(state.fits, choices)
         try:
             return self._sync(records, fit)
@@ -115,6 +132,32 @@ class SessionModel:
             if fit is None:
                 raise
         return self._sync(records, None)  # a stored fit that does not fit: refit instead
+
+    def records(
+        self, state: SessionState, choices: list[Answer] | None = None
+    ) -> list[QueryRecord]:
+        """The loop's records of the standing choices, in commit order.
+
+        Args:
+            state: A snapshot of the session.
+            choices: Its :meth:`choices`, when already read.
+
+        Returns:
+            The records.
+        """
+        choices = self.choices(state) if choices is None else choices
+        return [_record(a, state) for a in choices]
+
+    def warm_fit(self, state: SessionState) -> Hyperparameters | None:
+        """The stored fit the optimiser holds before the last standing choice.
+
+        Args:
+            state: A snapshot of the session.
+
+        Returns:
+            The latest stored fit matching the choices before the last one, or ``None``.
+        """
+        return _matching_fit(state.fits, self.choices(state)[:-1])
 
     def _sync(self, records: list[QueryRecord], fit: Hyperparameters | None) -> PreferenceOptimizer:
         if self._opt is None:
@@ -144,29 +187,35 @@ class SessionModel:
         x = dict(zip(self._row.names, rec.x.tolist(), strict=True))
         return Best(x, rec.mean, rec.std, rec.index)
 
-    def next_query(self, state: SessionState) -> NextQuery:
+    def next_query(self, state: SessionState, proposal: Proposal | None = None) -> NextQuery:
         """The optimiser's next query, or random options if that query got no usable answer.
 
         Args:
             state: A snapshot of the session without a pending query.
+            proposal: The query, fit and recommendation a step shared with other sessions made
+                from ``state``, used instead of the optimiser's own (the optimiser is left as
+                it is; it catches up from the stored fit when it is next needed).
 
         Returns:
             The designs, with the fit and the recommendation to store.
         """
-        opt = self.sync(state)
         choices = self.choices(state)
-        designs = opt.ask().tolist()
+        if proposal is None:
+            opt = self.sync(state)
+            designs = opt.ask().tolist()
+            fit, rec = opt.hyperparameters, None if opt.model is None else opt.best()
+        else:
+            designs, fit, rec = proposal.designs, proposal.fit, proposal.best
         unusable = {
             state.query(a.query_id).options for a in state.standing() if a.kind in ("skip", "tie")
         }
         if tuple(map(tuple, designs)) in unusable:
-            designs = self._random_designs(len(opt.history), len(unusable))
-        return NextQuery(designs, self._new_fit(opt, state, choices), self._best(opt, choices))
+            designs = self._random_designs(len(choices), len(unusable))
+        return NextQuery(designs, self._new_fit(fit, state, choices), self._best(rec, choices))
 
     def _new_fit(
-        self, opt: PreferenceOptimizer, state: SessionState, choices: list[Answer]
+        self, h: Hyperparameters | None, state: SessionState, choices: list[Answer]
     ) -> StoredFit | None:
-        h = opt.hyperparameters
         if h is None or not 1 <= h.n_answers <= len(choices):
             return None
         key = (h.n_answers, choices[h.n_answers - 1].id)
@@ -174,10 +223,9 @@ class SessionModel:
             return None
         return StoredFit(*key, h.to_dict())
 
-    def _best(self, opt: PreferenceOptimizer, choices: list[Answer]) -> StoredBest | None:
-        if opt.model is None or not choices:
+    def _best(self, rec: Recommendation | None, choices: list[Answer]) -> StoredBest | None:
+        if rec is None or not choices:
             return None
-        rec = opt.best()
         x = dict(zip(self._row.names, rec.x.tolist(), strict=True))
         return StoredBest(len(choices), choices[-1].id, Best(x, rec.mean, rec.std, rec.index))
 

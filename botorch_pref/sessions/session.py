@@ -35,11 +35,11 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, TextIO
 
-from botorch_pref.loop import STRATEGIES, PreferenceOptimizer
+from botorch_pref.loop import STRATEGIES, Hyperparameters, PreferenceOptimizer, QueryRecord
 from botorch_pref.sessions import exchange, export
 from botorch_pref.sessions.connection import Closing
 from botorch_pref.sessions.errors import SessionError
-from botorch_pref.sessions.model import SessionModel
+from botorch_pref.sessions.model import Proposal, SessionModel
 from botorch_pref.sessions.records import (
     Answer,
     Best,
@@ -264,6 +264,39 @@ class Session(Closing):
             return self._store.show_query(self._row)
         nxt = self._model.next_query(state)
         return self._store.show_query(self._row, nxt.designs, state.version, nxt.fit, nxt.best)
+
+    def ask_proposed(self, state: SessionState, proposal: Proposal) -> Query | None:
+        """Store a query made for this session by a step shared with other sessions.
+
+        The session's optimiser takes the step's fit (no fit of its own), and the query is
+        stored with it and the recommendation, as :meth:`ask` stores its own, in one short
+        transaction and only if the answers are still those of ``state``.
+
+        Args:
+            state: The snapshot the proposal was made from (see :meth:`replay_input`).
+            proposal: The query and the fit.
+
+        Returns:
+            The stored query shown now, or ``None`` when ``state`` has a pending query or the
+            answers changed since (then :meth:`ask` makes the query).
+        """
+        if state.pending_id is not None:
+            return None
+        nxt = self._model.next_query(state, proposal)
+        return self._store.show_query(self._row, nxt.designs, state.version, nxt.fit, nxt.best)
+
+    def replay_input(self, state: SessionState) -> tuple[list[QueryRecord], Hyperparameters | None]:
+        """What another optimiser needs to reach this session's state before its next query.
+
+        Args:
+            state: A snapshot of the session.
+
+        Returns:
+            ``(records, warm)``: the loop's records of the standing choices, in order, and
+            the latest stored fit before the last of them (the hyperparameters a refit after
+            it starts from), or ``None``.
+        """
+        return self._model.records(state), self._model.warm_fit(state)
 
     # ------------------------------------------------------------------- model
     @property

@@ -30,6 +30,7 @@ ENV_TOKEN = "BOTORCH_PREF_ADMIN_TOKEN"
 def add_arguments(serve: argparse.ArgumentParser) -> None:
     """Add the arguments of ``botorch-pref serve`` to its parser."""
     from botorch_pref.web.demo import DEMOS
+    from botorch_pref.web.workers import DEFAULT_BATCH
 
     serve.add_argument("db", nargs="?", help="session database file (created with a session)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -46,6 +47,12 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--workers", type=int, default=2, help="query-preparing processes")
     serve.add_argument(
         "--idle", type=float, default=600.0, help="seconds before an unused session leaves memory"
+    )
+    serve.add_argument(
+        "--batch",
+        type=int,
+        default=DEFAULT_BATCH,
+        help="most sessions a worker prepares in one batched step (1: one at a time)",
     )
     serve.add_argument("--max-body", type=int, default=16 * 1024, help="largest request body")
     serve.set_defaults(func=cmd_serve)
@@ -94,6 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         renderers=list(args.renderer),
         workers=args.workers,
         idle_s=args.idle,
+        batch=args.batch,
         max_body=args.max_body,
         allowed_hosts=hosts,
     )

@@ -4,10 +4,11 @@ A worker process (see :class:`~botorch_pref.web.workers.Preparer`) imports this 
 :func:`start` once, then runs the functions below one at a time, in the order they were sent.
 It keeps each session it was given an open :class:`~botorch_pref.sessions.Session`, and with it
 the session's optimiser, so that the next query after an answer only adds that answer to the
-model (and refits on the optimiser's schedule) instead of replaying the whole history. A
-session unused for ``idle_s`` seconds is closed and forgotten; its next use reopens it from the
-database, whose stored answers and fits are the source of truth (a reopened session gets the
-same queries as the process that recorded the answers).
+model (and refits on the optimiser's schedule) instead of replaying the whole history; sessions
+prepared together in one batched step (:func:`prepare_many`) share a batched state that is kept
+between steps in the same way. A session unused for ``idle_s`` seconds is closed and forgotten;
+its next use reopens it from the database, whose stored answers and fits are the source of truth
+(a reopened session rebuilds the model of the process that recorded the answers).
 
 Everything here is module state of the worker process; nothing is shared with the server.
 """
@@ -17,12 +18,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
+from botorch_pref.loop import LoopState
 from botorch_pref.sessions import Best, Session
+from botorch_pref.sessions.batch import ask_together
 
 __all__ = [
     "Prepared",
@@ -32,6 +35,7 @@ __all__ = [
     "evict_idle",
     "pid",
     "prepare",
+    "prepare_many",
     "recommendation",
     "start",
 ]
@@ -49,6 +53,8 @@ class Prepared:
         answers: How many standing answers it saw.
         error: Why preparing failed, or ``""``.
         seconds: How long preparing took.
+        waiting: It was left to wait for the next step, to join the sessions stepped together
+            (see :func:`prepare_many`); nothing else is set.
     """
 
     query_id: int | None
@@ -56,6 +62,7 @@ class Prepared:
     answers: int
     error: str = ""
     seconds: float = 0.0
+    waiting: bool = False
 
 
 class _Held:
@@ -66,6 +73,8 @@ class _Held:
         self.idle_s = 600.0
         self.sessions: dict[str, Session] = {}
         self.last_used: dict[str, float] = {}
+        #: Batched states of the last steps, continued by the next (see ``ask_together``).
+        self.steps: dict[tuple[str, ...], LoopState] = {}
 
 
 _HELD = _Held()
@@ -161,22 +170,64 @@ def prepare(name: str) -> Prepared:
     Returns:
         The pending query's id and the recommendation, or the error that stopped it.
     """
+    return prepare_many([name])[0]
+
+
+def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepared]:
+    """:func:`prepare` for several sessions, the new queries of compatible ones made together.
+
+    The sessions that need a new query get it from
+    :func:`~botorch_pref.sessions.batch.ask_together` (one batched step for each group of
+    compatible sessions, :meth:`~botorch_pref.sessions.Session.ask` for the others); when that
+    fails, each session is prepared on its own, so that one session's error is its own.
+
+    Args:
+        names: The sessions' names, distinct.
+        may_wait: Names of sessions that may be left waiting (a result with ``waiting``) when
+            they would be stepped alone, one answer ahead of or behind sessions with the same
+            settings that are stepped together: prepared again next, they join them.
+
+    Returns:
+        One result per name, in order.
+    """
     begin = time.perf_counter()
     evict_idle()
+    asking: list[tuple[str, Session, int]] = []
+    results: dict[str, Prepared] = {}
+    for name in names:
+        try:
+            s = _session(name)
+            progress = s.progress()
+            if progress.pending or not progress.done:
+                asking.append((name, s, progress.answered))
+            else:
+                results[name] = _prepared(s, None, progress.answered, begin)
+        except Exception as err:  # SessionError and anything else: shown on the page
+            results[name] = _failed(name, err, begin)
+    wait = [i for i, (name, _, _) in enumerate(asking) if name in may_wait]
     try:
-        s = _session(name)
-        progress = s.progress()
-        query = s.ask() if progress.pending or not progress.done else None
-        return Prepared(
-            None if query is None else query.id,
-            recommendation(s),
-            progress.answered,
-            seconds=time.perf_counter() - begin,
-        )
-    except Exception as err:  # SessionError and anything else: shown on the page
-        _drop(name)
-        error = f"{type(err).__name__}: {err}"
-        return Prepared(None, None, 0, error, time.perf_counter() - begin)
+        queries = ask_together([s for _, s, _ in asking], _HELD.steps, wait)
+    except Exception:  # one at a time, each with its own error
+        queries, wait = [None] * len(asking), []
+    for i, ((name, s, answered), query) in enumerate(zip(asking, queries, strict=True)):
+        if query is None and i in wait:
+            results[name] = Prepared(None, None, answered, waiting=True)
+            continue
+        try:
+            query = s.ask() if query is None else query
+            results[name] = _prepared(s, query.id, answered, begin)
+        except Exception as err:
+            results[name] = _failed(name, err, begin)
+    return [results[name] for name in names]
+
+
+def _prepared(s: Session, query_id: int | None, answered: int, begin: float) -> Prepared:
+    return Prepared(query_id, recommendation(s), answered, seconds=time.perf_counter() - begin)
+
+
+def _failed(name: str, err: Exception, begin: float) -> Prepared:
+    _drop(name)
+    return Prepared(None, None, 0, f"{type(err).__name__}: {err}", time.perf_counter() - begin)
 
 
 def call(name: str, func: Callable[..., T], *args: Any) -> T:
@@ -214,5 +265,6 @@ def pid() -> int:
 
 def close_all() -> None:
     """Close every held session."""
+    _HELD.steps.clear()
     for name in list(_HELD.sessions):
         _drop(name)

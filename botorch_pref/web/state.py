@@ -22,7 +22,7 @@ from botorch_pref.web.nonces import NonceStatus, NonceStore
 from botorch_pref.web.renderers import RendererSet, default_renderer
 from botorch_pref.web.security import same_token
 from botorch_pref.web.tokens import TokenStore, WebSession
-from botorch_pref.web.workers import Preparer
+from botorch_pref.web.workers import DEFAULT_BATCH, Preparer
 
 __all__ = [
     "ADMIN_COOKIE",
@@ -56,6 +56,7 @@ class WebConfig:
         renderers: User renderer specs (``module:function``) offered besides the built-in ones.
         workers: Query-preparing worker processes.
         idle_s: Seconds after which an unused session is dropped from memory.
+        batch: Most sessions a worker prepares in one batched step (1: one at a time).
         max_body: Most bytes of a request body.
         allowed_hosts: ``Host`` headers accepted (``["*"]`` for any).
         refresh_s: Seconds between refreshes of the "preparing" page.
@@ -69,6 +70,7 @@ class WebConfig:
     renderers: list[str] = field(default_factory=list)
     workers: int = 1
     idle_s: float = 600.0
+    batch: int = DEFAULT_BATCH
     max_body: int = 16 * 1024
     allowed_hosts: list[str] = field(default_factory=lambda: ["*"])
     refresh_s: int = 1
@@ -102,7 +104,9 @@ class WebState:
         self.path = Path(config.path)
         self.nonces = NonceStore()
         self.renderers = RendererSet(config.renderers)
-        self.preparer = Preparer(self.path, workers=config.workers, idle_s=config.idle_s)
+        self.preparer = Preparer(
+            self.path, workers=config.workers, idle_s=config.idle_s, batch=config.batch
+        )
         self._tokens: TokenStore | None = None
         self._tokens_lock = threading.Lock()
         self.templates = jinja2.Environment(

@@ -7,11 +7,15 @@ answering page waits a little for the result (:meth:`Preparer.running`) and othe
 
 Each session is pinned to one of ``workers`` worker processes (by a hash of its name), which
 holds the session's :class:`~botorch_pref.sessions.Session` and so its model, refreshed
-incrementally from the stored answers (see :mod:`botorch_pref.web.held`). Generating a query
-is many small torch operations driven from Python; in processes, workers run on separate
-cores instead of taking turns on one interpreter lock, and the server process that answers
-the requests is not slowed by them; each worker gets its share of the cores as torch threads
-(:func:`worker_threads`). A worker process that dies is replaced on its next use.
+incrementally from the stored answers (see :mod:`botorch_pref.web.held`). A worker prepares
+the sessions queued for it together: while it works, the sessions answered meanwhile queue up,
+and it takes them all (at most ``batch``) in its next step, where the compatible ones get their
+queries from one batched step of the loop (:func:`~botorch_pref.sessions.batch.ask_together`);
+with many people answering at once, that costs a worker little more than one query.
+Generating a query is many small torch operations driven from Python; in processes, workers
+run on separate cores instead of taking turns on one interpreter lock, and the server process
+that answers the requests is not slowed by them; each worker gets its share of the cores as
+torch threads (:func:`worker_threads`). A worker process that dies is replaced on its next use.
 Writes (answers, undo) do not go through the workers: requests make them on their own
 short-lived connections, under SQLite's write lock, in one short transaction.
 """
@@ -32,7 +36,10 @@ from botorch_pref.runtime import USER_SETTINGS
 from botorch_pref.web import held
 from botorch_pref.web.held import Prepared
 
-__all__ = ["Prepared", "Preparer", "worker_threads"]
+__all__ = ["DEFAULT_BATCH", "Prepared", "Preparer", "worker_threads"]
+
+#: Most sessions a worker prepares in one step, by default.
+DEFAULT_BATCH = 16
 
 T = TypeVar("T")
 
@@ -78,6 +85,12 @@ class _Worker:
         self._args = (path, idle_s, threads, server)
         self._lock = threading.Lock()
         self._executor = self._start()
+        #: Sessions waiting for this worker's next step, and whether a step is under way
+        #: (guarded by the preparer's lock).
+        self.queued: list[str] = []
+        self.busy = False
+        #: Sessions left waiting in the last step (they are not left waiting twice in a row).
+        self.waited: set[str] = set()
 
     def _start(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
@@ -106,16 +119,27 @@ class Preparer:
 
     Args:
         path: The session database.
-        workers: Number of worker processes (each prepares one query at a time).
+        workers: Number of worker processes.
         idle_s: Seconds after which an unused session is dropped from a worker's memory.
+        batch: Most sessions a worker prepares in one step (1: one at a time, each query the
+            one :meth:`Session.ask <botorch_pref.sessions.Session.ask>` makes alone).
 
     Raises:
-        ValueError: For fewer than one worker.
+        ValueError: For fewer than one worker, or a batch below 1.
     """
 
-    def __init__(self, path: str | os.PathLike[str], workers: int = 1, idle_s: float = 600.0):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        workers: int = 1,
+        idle_s: float = 600.0,
+        batch: int = DEFAULT_BATCH,
+    ):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}.")
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"batch must be an integer of at least 1, got {batch!r}.")
+        self._batch = batch
         self.path = str(path)
         # The workers watch the reading end; only this process holds the writing end, so
         # they exit when it closes: at close(), or when the server dies (even by SIGKILL).
@@ -123,7 +147,7 @@ class Preparer:
         threads = worker_threads(workers)
         self._workers = [_Worker(self.path, idle_s, threads, self._alive_r) for _ in range(workers)]
         self._lock = threading.Lock()
-        self._running: dict[str, Future[Prepared] | None] = {}
+        self._running: dict[str, Future[Prepared]] = {}
         self._prepared: dict[str, Prepared] = {}
         self._closed = False
 
@@ -154,8 +178,7 @@ class Preparer:
             name: The session's name.
 
         Returns:
-            Its future (do not cancel it), or ``None`` when none is under way or it is being
-            handed to its worker at this moment.
+            Its future (do not cancel it), or ``None`` when none is under way.
         """
         with self._lock:
             return self._running.get(name)
@@ -185,7 +208,8 @@ class Preparer:
         """Queue the session's next query (a no-op if it is already queued).
 
         The worker stores a new query unless one is pending or the budget is reached, and
-        reads the recommendation.
+        reads the recommendation. Sessions queued while the worker is busy are prepared
+        together in its next step.
 
         Args:
             name: The session's name.
@@ -196,27 +220,44 @@ class Preparer:
         with self._lock:
             if self._closed or name in self._running:
                 return False
-            self._running[name] = None  # reserved; submitted outside the lock
-        try:
-            future = self._worker(name).submit(held.prepare, name)
-        except RuntimeError:  # shut down meanwhile
-            with self._lock:
-                del self._running[name]
-            return False
-        with self._lock:
-            self._running[name] = future
-        future.add_done_callback(lambda f: self._done(name, f))
+            self._running[name] = Future()
+            worker = self._worker(name)
+            worker.queued.append(name)
+        self._dispatch(worker)
         return True
 
-    def _done(self, name: str, future: Future[Prepared]) -> None:
-        try:
-            result = future.result()
-        except Exception as err:  # the process died, or the server stopped (cancelled)
-            result = Prepared(None, None, 0, f"{type(err).__name__}: {err}")
+    def _dispatch(self, worker: _Worker) -> None:
+        """Send the worker its queued sessions (at most ``batch``) unless it is busy."""
         with self._lock:
-            self._prepared[name] = result
-            if self._running.get(name) is future:
-                del self._running[name]
+            if worker.busy or not worker.queued:
+                return
+            names, worker.queued = worker.queued[: self._batch], worker.queued[self._batch :]
+            worker.busy = True
+            may_wait = [n for n in names if n not in worker.waited]
+        try:
+            future = worker.submit(held.prepare_many, names, may_wait)
+        except RuntimeError as err:  # shut down meanwhile
+            future = Future()
+            future.set_exception(err)
+        future.add_done_callback(lambda f: self._done(worker, names, f))
+
+    def _done(self, worker: _Worker, names: list[str], future: Future[list[Prepared]]) -> None:
+        try:
+            results = future.result()
+        except Exception as err:  # the process died, or the server stopped (cancelled)
+            results = [Prepared(None, None, 0, f"{type(err).__name__}: {err}")] * len(names)
+        with self._lock:
+            worker.busy = False
+            worker.waited = {n for n, r in zip(names, results, strict=True) if r.waiting}
+            worker.queued[:0] = [n for n in names if n in worker.waited]  # first in the next
+            done = [(n, r) for n, r in zip(names, results, strict=True) if not r.waiting]
+            for name, result in done:
+                self._prepared[name] = result
+            futures = [self._running.pop(name) for name, _ in done]
+        for each, (_, result) in zip(futures, done, strict=True):
+            each.set_result(result)
+        if not self._closed:
+            self._dispatch(worker)
 
     def call(self, name: str, func: Callable[..., T], *args: Any, timeout: float = 120.0) -> T:
         """Run ``func(session, *args)`` on the session's worker (work that needs its model).
@@ -271,9 +312,12 @@ class Preparer:
         """Stop the workers (after their current work) and close their sessions."""
         with self._lock:
             self._closed = True
-            queued = [f for f in self._running.values() if f is not None]
-        for future in queued:
-            future.cancel()  # those not started yet
+            queued = [n for w in self._workers for n in w.queued]
+            for worker in self._workers:
+                worker.queued = []
+            waiting = [self._running.pop(n) for n in queued]
+        for future in waiting:  # those not started: never will be
+            future.set_result(Prepared(None, None, 0, "RuntimeError: the server stopped"))
         for worker in self._workers:
             try:
                 worker.submit(held.close_all)
