@@ -467,13 +467,14 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
     from botorch_pref.loop.config import DEFAULT_KERNEL
 
     path = tmp_path / "s.db"
-    s = Session.create(path, "new", PARAMS, **FAST)
+    eubo = {**FAST, "strategy": "eubo"}
+    s = Session.create(path, "new", PARAMS, **eubo)
     assert s.settings["kernel"] == DEFAULT_KERNEL
-    assert s.settings["local_every"] == LoopConfig(len(PARAMS)).local_every
+    assert s.settings["local_every"] == LoopConfig(len(PARAMS)).local_every > 0
     s.close()
-    s = Session.create(path, "chosen", PARAMS, kernel="rbf", local_every=3, **FAST)
+    s = Session.create(path, "chosen", PARAMS, kernel="rbf", local_every=3, **eubo)
     s.close()
-    Session.create(path, "old", PARAMS, **FAST).close()
+    Session.create(path, "old", PARAMS, **eubo).close()
     con = sqlite3.connect(path)
     options = json.loads(
         con.execute("SELECT options FROM sessions WHERE name = 'old'").fetchone()[0]
@@ -486,7 +487,7 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
     for name, kernel, every in (
         ("new", DEFAULT_KERNEL, default_every),
         ("chosen", "rbf", 3),
-        ("old", "rbf", None),
+        ("old", "rbf", 0),
     ):
         with Session.open(path, name) as s:
             assert s.settings["kernel"] == kernel

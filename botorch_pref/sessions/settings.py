@@ -162,10 +162,10 @@ def stored_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
     Returns:
         The options, with ``kernel`` set to :data:`LEGACY_KERNEL` for a Laplace model when the
-        session predates that setting, and ``local_every`` to ``None`` (no local queries)
-        when it predates that one.
+        session predates that setting, and ``local_every`` to ``0`` (no local queries) when
+        it predates that one.
     """
-    options = {"local_every": None, **options}
+    options = {"local_every": 0, **options}
     if "kernel" in options or options.get("model", "laplace") not in ("laplace", "laplace-box"):
         return options
     return {**options, "kernel": LEGACY_KERNEL}
