@@ -55,22 +55,39 @@ from botorch_pref.lfpl.runtime import default_lfpl_threads
 # The levers A/B'd against the defaults (the first entry); each changes one setting.
 VARIANTS: dict[str, dict[str, object]] = {
     "default": {},
+    "previous defaults (25 epochs, lr 0.1 constant)": {
+        "epochs": 25, "lr": 0.1, "lr_schedule": "constant",
+    },
     "pairs (L=1, BPR loss)": {"n_negatives": 1},
     "L=10": {"n_negatives": 10},
     "alternating step (the paper's)": {"method": "alternating"},
     "hard negatives (5 of 20)": {"negatives": "hard", "candidates": 20},
-    "linear lr decay": {"lr_schedule": "linear"},
+    "constant lr 0.1": {"lr_schedule": "constant", "lr": 0.1},
     "15 epochs": {"epochs": 15},
+    "18 epochs": {"epochs": 18},
+    "12 epochs, lr 0.4": {"epochs": 12, "lr": 0.4},
+    "lr 0.25": {"lr": 0.25},
+    "lr 0.35": {"lr": 0.35},
+    "reg 0.02": {"reg": 0.02},
+    "reg 0.04": {"reg": 0.04},
     "K=32": {"dim": 32},
+    "K=48": {"dim": 48},
+    "K=32, 20 epochs": {"dim": 32, "epochs": 20},
     "L=3": {"n_negatives": 3},
-    "15 epochs, lr 0.15": {"epochs": 15, "lr": 0.15},
-    "20 epochs, lr 0.15": {"epochs": 20, "lr": 0.15},
-    "batch 8192, lr 0.14": {"batch_size": 8192, "lr": 0.14},
+    "batch 2048": {"batch_size": 2048},
+    "batch 8192": {"batch_size": 8192},
+    "batch 16384, lr 0.5, 25 epochs": {"batch_size": 16384, "lr": 0.5, "epochs": 25},
     "2 threads": {"threads": 2},
     "1 thread": {"threads": 1},
     "alternating step, 1 thread": {"method": "alternating", "threads": 1},
-    "30 epochs": {"epochs": 30},
-}
+    # Levers of earlier rounds, measured against the constant-rate defaults of then.
+    "15 epochs, lr 0.15 constant": {"epochs": 15, "lr": 0.15, "lr_schedule": "constant"},
+    "20 epochs, lr 0.15 constant": {"epochs": 20, "lr": 0.15, "lr_schedule": "constant"},
+    "batch 8192, lr 0.14 constant": {
+        "epochs": 25, "batch_size": 8192, "lr": 0.14, "lr_schedule": "constant",
+    },
+    "30 epochs, lr 0.1 constant": {"epochs": 30, "lr": 0.1, "lr_schedule": "constant"},
+}  # fmt: skip
 
 
 def table(header: list[str], rows: list[list[object]]) -> str:
@@ -123,6 +140,14 @@ def cornac_bpr(split: LeaveOneOutSplit, k: int, epochs: int, lr: float, reg: flo
             return torch.stack(out)
 
     return Scorer(), seconds, cornac.__version__
+
+
+def paired(results: list[dict[str, torch.Tensor]], reference: list[dict[str, torch.Tensor]]) -> str:
+    """The per-user AUC difference, averaged over the seeds, as ``mean +- standard error``."""
+    if len(results) != len(reference) or not results:
+        return "-"
+    d = torch.stack([r["auc"] - b["auc"] for r, b in zip(results, reference, strict=True)]).mean(0)
+    return f"{float(d.mean()):+.4f} +- {float(d.std() / math.sqrt(d.numel())):.4f}"
 
 
 def fit_settings(overrides: dict[str, object]) -> dict[str, object]:
@@ -181,21 +206,16 @@ def movielens(args: argparse.Namespace) -> None:
         f"{DEFAULTS['dim']}, float32, torch threads during fits: the lfpl default "
         f"({default_lfpl_threads() or torch.get_num_threads()}). "
         f"BPR: cornac {version} BPR k=64, 300 epochs, lr 0.01, lambda 0.01, 2 threads. "
-        "'AUC - BPR' is the per-user paired difference averaged over the seeds, +- its "
-        f"standard error over users. {load()} at the end.\n"
+        "'AUC - BPR' (and '- <the first variant>') is the per-user paired difference averaged "
+        f"over the seeds, +- its standard error over users. {load()} at the end.\n"
     )
     rows = []
     for name, results in per_user.items():
         if not results:
             continue
         mean = {m: sum(float(r[m].mean()) for r in results) / len(results) for m in results[0]}
-        diff = "-"
-        if per_user["BPR"] and name != "BPR":
-            d = torch.stack(
-                [r["auc"] - b["auc"] for r, b in zip(results, per_user["BPR"], strict=True)]
-            )
-            d = d.mean(0)
-            diff = f"{float(d.mean()):+.4f} +- {float(d.std() / math.sqrt(d.numel())):.4f}"
+        diff = paired(results, per_user["BPR"]) if name != "BPR" else "-"
+        to_first = paired(results, per_user[names[0]]) if name != names[0] else "-"
         seeds = " / ".join(f"{float(r['auc'].mean()):.4f}" for r in results)
         label = f"LFPL/IF {name}" if name in VARIANTS else name
         if name == "BPR":
@@ -206,13 +226,24 @@ def movielens(args: argparse.Namespace) -> None:
                 f"{mean['auc']:.4f}",
                 seeds,
                 diff,
+                to_first,
                 f"{mean['hr']:.4f}",
                 f"{mean['ndcg']:.4f}",
                 f"{sum(seconds[name]) / len(seconds[name]):.1f}",
                 f"{sum(cpu_seconds[name]) / len(cpu_seconds[name]):.1f}",
             ]
         )
-    header = ["model", "AUC", "AUC per seed", "AUC - BPR", "HR@10", "NDCG@10", "train s", "CPU s"]
+    header = [
+        "model",
+        "AUC",
+        "AUC per seed",
+        "AUC - BPR",
+        f"AUC - {names[0]}",
+        "HR@10",
+        "NDCG@10",
+        "train s",
+        "CPU s",
+    ]
     print(table(header, rows))
 
 

@@ -286,6 +286,22 @@ def test_fit_implicit_with_validation_stops_early():
     assert fit.val_loss[fit.best_epoch] == min(fit.val_loss)
 
 
+def test_default_rate_follows_the_schedule():
+    data = implicit_synthetic()
+
+    def fitted(**kwargs):
+        model = LFPL(data.n_users, data.n_items, 3, seed=0)
+        fit_implicit(model, data, epochs=2, batch_size=64, **kwargs)
+        return model.U.detach()
+
+    for schedule, rate, other in (("linear", 0.3, 0.1), ("constant", 0.1, 0.3)):
+        default = fitted(lr_schedule=schedule)
+        torch.testing.assert_close(default, fitted(lr_schedule=schedule, lr=rate))
+        assert not torch.allclose(default, fitted(lr_schedule=schedule, lr=other))
+    # The linear schedule is the default.
+    torch.testing.assert_close(fitted(), fitted(lr_schedule="linear", lr=0.3))
+
+
 def test_fit_implicit_bad_arguments():
     data = implicit_synthetic()
     with pytest.raises(ValueError, match="the data have 80 users and 100 items"):

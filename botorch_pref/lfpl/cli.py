@@ -147,7 +147,9 @@ def _hyper(parser: argparse.ArgumentParser) -> None:
         "--n-negatives", type=int, default=d["n_negatives"], help="negatives per interaction"
     )
     parser.add_argument("--negatives", choices=("uniform", "hard"), default=d["negatives"])
-    parser.add_argument("--lr", type=float, default=d["lr"])
+    parser.add_argument(
+        "--lr", type=float, default=d["lr"], help="AdaGrad rate (0.1 suits --lr-schedule constant)"
+    )
     parser.add_argument("--lr-schedule", choices=("constant", "linear"), default=d["lr_schedule"])
     parser.add_argument("--reg", type=float, default=d["reg"])
     parser.add_argument("--method", choices=("alternating", "joint"), default=d["method"])

@@ -73,13 +73,13 @@ def fit_implicit(
     model: LFPL,
     data: ImplicitFeedback,
     *,
-    epochs: int = 25,
+    epochs: int = 16,
     batch_size: int = 4096,
     n_negatives: int = 5,
     negatives: str = "uniform",
     candidates: int | None = None,
     lr: float | None = None,
-    lr_schedule: str = "constant",
+    lr_schedule: str = "linear",
     reg: float = 0.03,
     method: str = "joint",
     optimizer: str = "adagrad",
@@ -122,8 +122,12 @@ def fit_implicit(
         negatives: ``"uniform"`` (uniform over each user's unobserved items) or ``"hard"``
             (of ``candidates`` uniform draws keep the ``L`` the current model scores highest).
         candidates: Draws per interaction for ``negatives="hard"`` (default ``4 L``).
-        lr: Learning rate (default: 0.1 for AdaGrad, 0.01 for Adam).
-        lr_schedule: ``"constant"`` or ``"linear"`` (decays to zero over ``epochs``).
+        lr: Learning rate (default for AdaGrad: 0.3 with the linear schedule, 0.1 with the
+            constant one; 0.01 for Adam).
+        lr_schedule: ``"linear"`` (AdaGrad's rate decays linearly to zero over ``epochs``) or
+            ``"constant"``; the Adam path keeps its rate constant. On MovieLens-100K 16 epochs
+            from 0.3 down to zero reached the AUC of 25 constant-rate epochs at 0.1
+            (``benchmarks/RESULTS-lfpl.md``).
         reg: Penalty weight ``lambda``.
         method: ``"joint"`` (both factors step from the same gradients) or ``"alternating"``
             (a step on ``U`` with ``V`` fixed, then on ``V`` with the new ``U``, as in the LFPL
@@ -295,7 +299,7 @@ def _fit_fused(
     # Every process takes the same number of steps per epoch (collectives must match).
     n_max = sync.max_int(n_local) if sync is not None else n_local
     n_steps = max(1, -(-n_max // s.batch_size))
-    lr = 0.1 if s.lr is None else s.lr
+    lr = s.lr if s.lr is not None else 0.3 if s.lr_schedule == "linear" else 0.1
     rates = _learning_rates(lr, s.lr_schedule, n_steps * s.epochs)
     opt_u, opt_v = RowAdagrad(model.U.data), RowAdagrad(model.V.data)
     reduce_v = sync.sum_ if sync is not None else None
