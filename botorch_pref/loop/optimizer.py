@@ -47,7 +47,7 @@ from torch import Tensor
 
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.loop.answers import validate_answer
-from botorch_pref.loop.config import LoopConfig
+from botorch_pref.loop.config import DEFAULT_LOCAL_RADIUS, LoopConfig
 from botorch_pref.loop.hyperparameters import Hyperparameters
 from botorch_pref.loop.records import (
     QueryRecord,
@@ -171,7 +171,7 @@ class PreferenceOptimizer:
         lengthscale_prior: str = "gamma",
         link: str = "probit",
         local_every: int | None = None,
-        local_radius: float = 0.1,
+        local_radius: float = DEFAULT_LOCAL_RADIUS,
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float64,
         seed: int | None = None,
