@@ -61,14 +61,9 @@ class Backend(Protocol):
         """Fit the hyperparameters of the model of members seeded ``seeds`` after answer ``k``."""
 
     def optimize(
-        self,
-        acqf: AcquisitionFunction,
-        seeds: Sequence[int],
-        k: int,
-        config: LoopConfig,
-        q_opt: int,
+        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig, q: int
     ) -> Tensor:
-        """Maximise ``acqf`` on the unit cube for query ``k``: ``len(seeds) x q_opt x d``."""
+        """Maximise ``acqf`` on the unit cube for query ``k``: ``len(seeds) x q x d`` points."""
 
 
 class SequentialBackend:
@@ -83,12 +78,7 @@ class SequentialBackend:
             fit_gpytorch_mll(mll)
 
     def optimize(
-        self,
-        acqf: AcquisitionFunction,
-        seeds: Sequence[int],
-        k: int,
-        config: LoopConfig,
-        q_opt: int,
+        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig, q: int
     ) -> Tensor:
         d = config.dim
         unit = torch.zeros(2, d, **config.tkwargs)
@@ -99,11 +89,11 @@ class SequentialBackend:
                 candidates, _ = optimize_acqf(
                     acqf,
                     bounds=unit,
-                    q=q_opt,
+                    q=q,
                     num_restarts=config.num_restarts,
                     raw_samples=config.raw_samples,
                 )
-        return candidates.detach().reshape(1, q_opt, d).clamp(0.0, 1.0)
+        return candidates.detach().reshape(1, q, d).clamp(0.0, 1.0)
 
 
 class BatchedBackend:
@@ -117,18 +107,13 @@ class BatchedBackend:
         fit_evidence_batched(mll.model)
 
     def optimize(
-        self,
-        acqf: AcquisitionFunction,
-        seeds: Sequence[int],
-        k: int,
-        config: LoopConfig,
-        q_opt: int,
+        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig, q: int
     ) -> Tensor:
         with lean_kernels():
             X, _ = optimize_acqf_batched(
                 acqf,
                 len(seeds),
-                q_opt,
+                q,
                 config.dim,
                 num_restarts=config.num_restarts,
                 raw_samples=config.raw_samples,
