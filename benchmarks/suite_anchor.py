@@ -125,6 +125,11 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
 
 def main(argv: list[str]) -> int:
     """``PROBLEM STRATEGY SEED...``: fill the cache, one line per run."""
+    if len(argv) < 3 or argv[0] in ("-h", "--help") or not all(s.isdigit() for s in argv[2:]):
+        print("usage: python benchmarks/suite_anchor.py PROBLEM {eubo,qeubo} SEED [SEED ...]\n"
+              "Runs BoTorch's PBO pipeline on the suite's protocol and caches each run under "
+              f"{CACHE}.", file=sys.stderr)  # fmt: skip
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     problem, strategy, *seeds = argv
     for s in seeds:
         t0 = time.perf_counter()
