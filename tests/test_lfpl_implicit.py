@@ -325,24 +325,15 @@ def test_prefetched_batches_equal_the_sequential_ones():
     assert not torch.equal(sequential[0][0][1], sequential[1][0][1])
 
 
-def test_second_thread_is_used_by_default_only_and_changes_no_result(monkeypatch):
-    monkeypatch.setattr(implicit, "_usable_cpus", lambda: 2)
-    cpu = torch.device("cpu")
-    assert implicit._prefetch_default("auto", 1, cpu)
-    assert not implicit._prefetch_default(1, 1, cpu)
-    assert not implicit._prefetch_default("auto", 2, cpu)
-    assert not implicit._prefetch_default("auto", 1, torch.device("meta"))
-    monkeypatch.setattr(implicit, "_usable_cpus", lambda: 1)
-    assert not implicit._prefetch_default("auto", 1, cpu)
-    monkeypatch.setattr(implicit, "_usable_cpus", lambda: 2)
+def test_prefetch_changes_no_result():
     data = implicit_synthetic()
     factors = []
-    for threads in ("auto", 1):
+    for prefetch in (True, False):
         model = LFPL(data.n_users, data.n_items, 4, seed=0)
-        fit = fit_implicit(model, data, epochs=5, batch_size=128, seed=2, threads=threads)
+        fit = fit_implicit(model, data, epochs=5, batch_size=128, seed=2, prefetch=prefetch)
         factors.append((model.U.detach().clone(), model.V.detach().clone(), fit.train_loss))
-    (u_auto, v_auto, loss_auto), (u_one, v_one, loss_one) = factors
-    assert torch.equal(u_auto, u_one) and torch.equal(v_auto, v_one) and loss_auto == loss_one
+    (u_two, v_two, loss_two), (u_one, v_one, loss_one) = factors
+    assert torch.equal(u_two, u_one) and torch.equal(v_two, v_one) and loss_two == loss_one
 
 
 def test_fit_implicit_bad_arguments():

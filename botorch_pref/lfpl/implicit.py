@@ -22,7 +22,6 @@ are re-exported here.
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -93,6 +92,7 @@ def fit_implicit(
     seed: int = 0,
     progress: bool = False,
     threads: int | str | None = "auto",
+    prefetch: bool = False,
     process_group: Any = None,
 ) -> FitResult:
     r"""Fit LFPL/IF: every interaction chosen against fresh unobserved items, each epoch.
@@ -144,11 +144,13 @@ def fit_implicit(
         sparse: Sparse gradients for the Adam path (the AdaGrad path is always row-sparse).
         seed: Seed of the shuffling and of the negatives.
         progress: Show a progress bar (only on a terminal).
-        threads: CPU threads during the fit: ``"auto"`` (one intra-op thread, see
-            :mod:`botorch_pref.lfpl.runtime`; with the AdaGrad path on a CPU with at least two
-            cores a second thread draws the next epoch's batches while an epoch trains), a
-            number of intra-op threads (and no second thread), or ``None`` for torch's setting
-            (no second thread). The results do not depend on the threads.
+        threads: CPU intra-op threads during the fit: ``"auto"`` (see
+            :mod:`botorch_pref.lfpl.runtime`), a number, or ``None`` for torch's setting.
+        prefetch: On the CPU, with ``optimizer="adagrad"``: draw the next epoch's batches on a
+            second (Python) thread while an epoch trains. The batches, and so the fit, are the
+            same as without it. It pays only where a core is free: on MovieLens-100K the
+            drawing is about 8 % of a fit, and on a machine whose two cores were busy with
+            other jobs it made fits slower (``benchmarks/RESULTS-lfpl.md`` section 8).
         process_group: Data-parallel training (see :mod:`botorch_pref.lfpl.distributed`): a
             ``torch.distributed`` process group, or ``"default"`` for the default group. Each
             process passes the interactions of its own users; ``U`` rows of other processes'
@@ -175,7 +177,7 @@ def fit_implicit(
         if optimizer == "adam":
             result = _fit_autograd(model, data, generator, val_loss, settings)
         else:
-            settings.prefetch = _prefetch_default(threads, n_threads, device)
+            settings.prefetch = bool(prefetch) and device.type == "cpu"
             result = _fit_fused(model, data, generator, val_loss, settings, process_group)
     result.threads = n_threads
     model.seen_rows[data.users] = True
@@ -266,20 +268,6 @@ def _epoch_batches(
     items = torch.cat([positives.unsqueeze(-1), flat.view(n, n_candidates)], dim=-1)
     parts = torch.tensor_split(users, n_steps), torch.tensor_split(items, n_steps)
     return list(zip(*parts, strict=True))
-
-
-def _usable_cpus() -> int:
-    """The number of CPUs this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def _prefetch_default(threads: int | str | None, n_threads: int, device: torch.device) -> bool:
-    """Whether a fit draws its batches on a second thread: ``"auto"``, one intra-op thread on
-    a CPU with a second core to spare (elsewhere the kernels already use the cores, or run
-    asynchronously on the accelerator)."""
-    return threads == "auto" and n_threads == 1 and device.type == "cpu" and _usable_cpus() > 1
 
 
 def _epochs_of_batches(
