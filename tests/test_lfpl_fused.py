@@ -88,6 +88,20 @@ def test_repeated_rows_sum_their_gradients():
     assert opt.grad.abs().sum() == 0
 
 
+# Grouped by a radix sort (most rows hit), summed with index_add_ (few rows hit).
+@pytest.mark.parametrize(("n_rows", "n"), [(8, 40), (400, 5)])
+def test_accumulate_sums_gradients_per_row_in_order(n_rows, n):
+    gen = torch.Generator().manual_seed(2)
+    ids = torch.randint(n_rows, (n,), generator=gen)
+    grads = torch.randn(n, 3, generator=gen)
+    opt = RowAdagrad(torch.zeros(n_rows, 3))
+    opt.accumulate(ids, grads)
+    expected = torch.zeros(n_rows, 3)
+    for i in range(n):  # in the order of ids: the same float32 sums
+        expected[ids[i]] += grads[i]
+    assert torch.equal(opt.grad, expected)
+
+
 # Grouped by a radix sort, summed with index_add_, the sparse-dense product (a table too big
 # for 16-bit ids).
 @pytest.mark.parametrize(("n_rows", "n"), [(4, 6), (500, 6), (2**15 + 4, 3000)])

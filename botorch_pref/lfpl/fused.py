@@ -117,7 +117,22 @@ class RowAdagrad:
             ids: ``(n,)`` row ids, repeats allowed (their gradients add up).
             grads: ``(n, K)`` gradient contributions, one per id.
         """
-        self._grad.index_add_(0, ids, grads)
+        if self._groups(ids):
+            # The rows' sums by a radix sort and an embedding_bag, in the order of ids.
+            order, offsets = _grouped_by_row(ids, self.table.shape[0])
+            self._grad.add_(F.embedding_bag(order, grads, offsets, mode="sum"))
+        else:
+            self._grad.index_add_(0, ids, grads)
+
+    def _groups(self, flat: Tensor) -> bool:
+        """Whether to sum per row by grouping ``flat``: on the CPU, a small table, most rows hit.
+
+        The grouped sums fill a whole-table buffer, which pays only when the ids touch a good
+        part of the table.
+        """
+        n_rows = self.table.shape[0]
+        small = n_rows <= GROUPED_MAX_ROWS and flat.shape[0] * 4 >= n_rows
+        return flat.device.type == "cpu" and small and flat.shape[0] > 0
 
     def accumulate_outer(self, ids: Tensor, weights: Tensor, factors: Tensor) -> None:
         r"""Add :math:`w_{bm} x_b` to the gradient of row ``ids[b, m]``, for every ``b, m``.
@@ -143,7 +158,7 @@ class RowAdagrad:
         if flat.shape[0] * 4 < n_rows:
             products = weights.unsqueeze(-1) * factors.unsqueeze(1)
             self._grad.index_add_(0, flat, products.reshape(n * m, -1))
-        elif flat.device.type == "cpu" and n_rows <= GROUPED_MAX_ROWS:
+        elif self._groups(flat):
             order, offsets = _grouped_by_row(flat, n_rows)
             examples = torch.div(order, m, rounding_mode="floor")
             row_weights = weights.reshape(-1).index_select(0, order)
