@@ -148,9 +148,9 @@ def fit_implicit(
             :mod:`botorch_pref.lfpl.runtime`), a number, or ``None`` for torch's setting.
         prefetch: On the CPU, with ``optimizer="adagrad"``: draw the next epoch's batches on a
             second (Python) thread while an epoch trains. The batches, and so the fit, are the
-            same as without it. It pays only where a core is free: on MovieLens-100K the
-            drawing is about 8 % of a fit, and on a machine whose two cores were busy with
-            other jobs it made fits slower (``benchmarks/RESULTS-lfpl.md`` section 8).
+            same as without it. It pays only where a core is free: on MovieLens-100K it took
+            about a quarter off a fit on an idle 2-core machine, and made fits 15 % slower
+            while other jobs kept both cores busy (``benchmarks/RESULTS-lfpl.md`` section 8).
         process_group: Data-parallel training (see :mod:`botorch_pref.lfpl.distributed`): a
             ``torch.distributed`` process group, or ``"default"`` for the default group. Each
             process passes the interactions of its own users; ``U`` rows of other processes'
