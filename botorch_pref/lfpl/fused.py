@@ -58,7 +58,7 @@ from torch import Tensor
 
 __all__ = ["RowAdagrad", "choice_step", "hardest_negatives"]
 
-#: Tables with fewer rows than this group their item gradients by a radix sort on the CPU.
+#: Tables with at most this many rows sum their gradient rows through a radix sort on the CPU.
 GROUPED_MAX_ROWS = 2**15
 
 
@@ -66,7 +66,7 @@ def _grouped_by_row(flat: Tensor, n_rows: int) -> tuple[Tensor, Tensor]:
     """The positions of ``flat`` in the order of their row ids, and where each row's run starts.
 
     The sort is stable, so each row's occurrences keep their order in ``flat``; ids below
-    :data:`GROUPED_MAX_ROWS` on the CPU sort as 16-bit integers, which numpy sorts by radix
+    :data:`GROUPED_MAX_ROWS` sort as 16-bit integers, which numpy sorts by radix
     (linear time, about ten times faster than a comparison sort at a batch's size).
 
     Args:
@@ -138,7 +138,7 @@ class RowAdagrad:
         r"""Add :math:`w_{bm} x_b` to the gradient of row ``ids[b, m]``, for every ``b, m``.
 
         When the ids touch a good part of the table no ``(B, M, K)`` tensor of products is
-        built: on the CPU, for tables of fewer than :data:`GROUPED_MAX_ROWS` rows, the
+        built: on the CPU, for tables of at most :data:`GROUPED_MAX_ROWS` rows, the
         occurrences are sorted by row (a radix sort) and each row's sum
         :math:`\sum_{(b, m) : \mathrm{ids}_{bm} = r} w_{bm} x_b` is one bag of a weighted
         ``embedding_bag`` over the ``x_b``; otherwise it is one sparse-dense product
