@@ -79,6 +79,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     "batch 16384, lr 0.5, 25 epochs": {"batch_size": 16384, "lr": 0.5, "epochs": 25},
     "2 threads": {"threads": 2},
     "1 thread": {"threads": 1},
+    "prefetch": {"prefetch": True},
     "alternating step, 1 thread": {"method": "alternating", "threads": 1},
     # Levers of earlier rounds, measured against the constant-rate defaults of then.
     "15 epochs, lr 0.15 constant": {"epochs": 15, "lr": 0.15, "lr_schedule": "constant"},

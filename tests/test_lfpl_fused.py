@@ -88,19 +88,56 @@ def test_repeated_rows_sum_their_gradients():
     assert opt.grad.abs().sum() == 0
 
 
-@pytest.mark.parametrize("n_rows", [4, 500])  # the sparse-dense product and index_add_ paths
-def test_accumulate_outer_sums_weighted_vectors_per_row(n_rows):
+# Grouped by a radix sort (most rows hit), summed with index_add_ (few rows hit).
+@pytest.mark.parametrize(("n_rows", "n"), [(8, 40), (400, 5)])
+def test_accumulate_sums_gradients_per_row_in_order(n_rows, n):
+    gen = torch.Generator().manual_seed(2)
+    ids = torch.randint(n_rows, (n,), generator=gen)
+    grads = torch.randn(n, 3, generator=gen)
+    opt = RowAdagrad(torch.zeros(n_rows, 3))
+    opt.accumulate(ids, grads)
+    expected = torch.zeros(n_rows, 3)
+    for i in range(n):  # in the order of ids: the same float32 sums
+        expected[ids[i]] += grads[i]
+    assert torch.equal(opt.grad, expected)
+
+
+# Grouped by a radix sort, summed with index_add_, the sparse-dense product (a table too big
+# for 16-bit ids).
+@pytest.mark.parametrize(("n_rows", "n"), [(4, 6), (500, 6), (2**15 + 4, 3000)])
+def test_accumulate_outer_sums_weighted_vectors_per_row(n_rows, n):
     gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(4, (6, 3), generator=gen) * (n_rows // 4)
-    weights = torch.randn(6, 3, generator=gen, dtype=torch.float64)
-    factors = torch.randn(6, 2, generator=gen, dtype=torch.float64)
+    ids = torch.randint(4, (n, 3), generator=gen) * (n_rows // 4)
+    ids[0, 0] = n_rows - 1
+    weights = torch.randn(n, 3, generator=gen, dtype=torch.float64)
+    factors = torch.randn(n, 2, generator=gen, dtype=torch.float64)
     opt = RowAdagrad(torch.zeros(n_rows, 2, dtype=torch.float64))
     opt.accumulate_outer(ids, weights, factors)
     expected = torch.zeros(n_rows, 2, dtype=torch.float64)
-    for b in range(6):
+    for b in range(min(n, 6)):
         for m in range(3):
             expected[ids[b, m]] += weights[b, m] * factors[b]
+    if n > 6:
+        products = weights[6:].unsqueeze(-1) * factors[6:].unsqueeze(1)
+        expected.index_add_(0, ids[6:].reshape(-1), products.reshape(-1, 2))
     torch.testing.assert_close(opt.grad, expected)
+
+
+def test_grouped_item_gradients_equal_the_sparse_product():
+    gen = torch.Generator().manual_seed(1)
+    n_rows, n, m = 300, 400, 6
+    ids = torch.randint(n_rows, (n, m), generator=gen)
+    weights, factors = torch.randn(n, m, generator=gen), torch.randn(n, 16, generator=gen)
+    opt = RowAdagrad(torch.zeros(n_rows, 16))
+    opt.accumulate_outer(ids, weights, factors)
+    cols = torch.arange(n).repeat_interleave(m)
+    matrix = torch.sparse_coo_tensor(
+        torch.stack([ids.reshape(-1), cols]),
+        weights.reshape(-1),
+        (n_rows, n),
+        check_invariants=True,
+    )
+    torch.testing.assert_close(opt.grad, torch.sparse.mm(matrix, factors), rtol=1e-6, atol=1e-6)
 
 
 def test_hardest_negatives_keeps_the_top_scored_candidates():

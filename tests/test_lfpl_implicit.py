@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from botorch_pref.lfpl import implicit
 from botorch_pref.lfpl.implicit import (
     ImplicitFeedback,
     LeaveOneOutSplit,
@@ -300,6 +301,39 @@ def test_default_rate_follows_the_schedule():
         assert not torch.allclose(default, fitted(lr_schedule=schedule, lr=other))
     # The linear schedule is the default.
     torch.testing.assert_close(fitted(), fitted(lr_schedule="linear", lr=0.3))
+
+
+def test_prefetched_batches_equal_the_sequential_ones():
+    data = implicit_synthetic()
+
+    def epochs(prefetch, stop=None):
+        generator = torch.Generator().manual_seed(3)
+        draws = implicit._epochs_of_batches(
+            lambda: implicit._epoch_batches(data, 4, generator, 5), 6, prefetch
+        )
+        out = [batches for _, batches in zip(range(stop or 6), draws, strict=False)]
+        draws.close()  # early stopping: the draw ahead is waited for and dropped
+        return out
+
+    sequential = epochs(False)
+    assert len(sequential) == 6
+    for got in (epochs(True), epochs(True, stop=2)):
+        for batches, expected in zip(got, sequential, strict=False):
+            for (users, items), (users_0, items_0) in zip(batches, expected, strict=True):
+                assert torch.equal(users, users_0) and torch.equal(items, items_0)
+    # A different generator state gives different batches.
+    assert not torch.equal(sequential[0][0][1], sequential[1][0][1])
+
+
+def test_prefetch_changes_no_result():
+    data = implicit_synthetic()
+    factors = []
+    for prefetch in (True, False):
+        model = LFPL(data.n_users, data.n_items, 4, seed=0)
+        fit = fit_implicit(model, data, epochs=5, batch_size=128, seed=2, prefetch=prefetch)
+        factors.append((model.U.detach().clone(), model.V.detach().clone(), fit.train_loss))
+    (u_two, v_two, loss_two), (u_one, v_one, loss_one) = factors
+    assert torch.equal(u_two, u_one) and torch.equal(v_two, v_one) and loss_two == loss_one
 
 
 def test_fit_implicit_bad_arguments():

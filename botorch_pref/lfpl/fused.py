@@ -28,10 +28,11 @@ A mini-batch :math:`B` minimises the mean :math:`\frac{1}{|B|}\sum_B \ell`. With
 an example in one row :math:`i_0 = p, i_1 = n_1, \dots, i_L = n_L` and the weights
 :math:`w_0 = (\pi_0 - 1) / |B|`, :math:`w_l = \pi_l / |B|`, the user gradient is
 :math:`\sum_m w_m V_{i_m}` (a weighted ``embedding_bag``, no ``(B, L + 1, K)`` product) and the
-item gradients :math:`w_m U_u` are summed per row in one sparse-dense product
-(:meth:`RowAdagrad.accumulate_outer`); the penalty terms are added per row from occurrence
-counts. AdaGrad then moves only the rows the batch touched (:class:`RowAdagrad`): for a row
-:math:`r` with summed gradient :math:`g_r`,
+item gradients :math:`w_m U_u` are summed per row without a ``(B, L + 1, K)`` product either
+(:meth:`RowAdagrad.accumulate_outer`: on the CPU a radix sort of the batch's item ids and one
+weighted ``embedding_bag`` over the ``U_u``, elsewhere a sparse-dense product); the penalty
+terms are added per row from occurrence counts. AdaGrad then moves only the rows the batch
+touched (:class:`RowAdagrad`): for a row :math:`r` with summed gradient :math:`g_r`,
 
 .. math::
 
@@ -50,11 +51,35 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = ["RowAdagrad", "choice_step", "hardest_negatives"]
+
+#: Tables with at most this many rows sum their gradient rows through a radix sort on the CPU.
+GROUPED_MAX_ROWS = 2**15
+
+
+def _grouped_by_row(flat: Tensor, n_rows: int) -> tuple[Tensor, Tensor]:
+    """The positions of ``flat`` in the order of their row ids, and where each row's run starts.
+
+    The sort is stable, so each row's occurrences keep their order in ``flat``; ids below
+    :data:`GROUPED_MAX_ROWS` sort as 16-bit integers, which numpy sorts by radix
+    (linear time, about ten times faster than a comparison sort at a batch's size).
+
+    Args:
+        flat: ``(n,)`` row ids on the CPU, each below :data:`GROUPED_MAX_ROWS`.
+        n_rows: Number of rows of the table.
+
+    Returns:
+        ``(n,)`` positions into ``flat`` and ``(n_rows,)`` offsets of the runs.
+    """
+    keys = flat.numpy().astype(np.int16)
+    order = torch.from_numpy(np.argsort(keys, kind="stable"))
+    counts = torch.bincount(flat, minlength=n_rows)
+    return order, counts.cumsum(0).sub_(counts)
 
 
 class RowAdagrad:
@@ -92,16 +117,35 @@ class RowAdagrad:
             ids: ``(n,)`` row ids, repeats allowed (their gradients add up).
             grads: ``(n, K)`` gradient contributions, one per id.
         """
-        self._grad.index_add_(0, ids, grads)
+        if self._groups(ids):
+            # The rows' sums by a radix sort and an embedding_bag, in the order of ids.
+            order, offsets = _grouped_by_row(ids, self.table.shape[0])
+            self._grad.add_(F.embedding_bag(order, grads, offsets, mode="sum"))
+        else:
+            self._grad.index_add_(0, ids, grads)
+
+    def _groups(self, flat: Tensor) -> bool:
+        """Whether to sum per row by grouping ``flat``: on the CPU, a small table, most rows hit.
+
+        The grouped sums fill a whole-table buffer, which pays only when the ids touch a good
+        part of the table.
+        """
+        n_rows = self.table.shape[0]
+        small = n_rows <= GROUPED_MAX_ROWS and flat.shape[0] * 4 >= n_rows
+        return flat.device.type == "cpu" and small and flat.shape[0] > 0
 
     def accumulate_outer(self, ids: Tensor, weights: Tensor, factors: Tensor) -> None:
         r"""Add :math:`w_{bm} x_b` to the gradient of row ``ids[b, m]``, for every ``b, m``.
 
-        When the ids touch a good part of the table this is one sparse-dense product
-        :math:`S x` with :math:`S_{r b} = \sum_{m : \mathrm{ids}_{bm} = r} w_{bm}` (a COO
-        matrix of ``B M`` entries, never a ``(B, M, K)`` tensor of products); otherwise the
-        products are summed per row with ``index_add_``, at a cost that does not grow with the
-        table.
+        When the ids touch a good part of the table no ``(B, M, K)`` tensor of products is
+        built: on the CPU, for tables of at most :data:`GROUPED_MAX_ROWS` rows, the
+        occurrences are sorted by row (a radix sort) and each row's sum
+        :math:`\sum_{(b, m) : \mathrm{ids}_{bm} = r} w_{bm} x_b` is one bag of a weighted
+        ``embedding_bag`` over the ``x_b``; otherwise it is one sparse-dense product
+        :math:`S x` with :math:`S_{r b} = \sum_{m : \mathrm{ids}_{bm} = r} w_{bm}` (a COO matrix
+        of ``B M`` entries). Both add each row's terms in the order of ``ids``. When few rows are
+        touched the products are summed per row with ``index_add_``, at a cost that does not
+        grow with the table.
 
         Args:
             ids: ``(B, M)`` row ids, repeats allowed.
@@ -110,18 +154,28 @@ class RowAdagrad:
         """
         n, m = ids.shape
         flat = ids.reshape(-1)
-        if flat.shape[0] * 4 >= self.table.shape[0]:
+        n_rows = self.table.shape[0]
+        if flat.shape[0] * 4 < n_rows:
+            products = weights.unsqueeze(-1) * factors.unsqueeze(1)
+            self._grad.index_add_(0, flat, products.reshape(n * m, -1))
+        elif self._groups(flat):
+            order, offsets = _grouped_by_row(flat, n_rows)
+            examples = torch.div(order, m, rounding_mode="floor")
+            row_weights = weights.reshape(-1).index_select(0, order)
+            self._grad.add_(
+                F.embedding_bag(
+                    examples, factors, offsets, mode="sum", per_sample_weights=row_weights
+                )
+            )
+        else:
             cols = torch.arange(n, device=ids.device).repeat_interleave(m)
             matrix = torch.sparse_coo_tensor(
                 torch.stack([flat, cols]),
                 weights.reshape(-1),
-                (self.table.shape[0], n),
+                (n_rows, n),
                 check_invariants=False,
             )
             self._grad.add_(torch.sparse.mm(matrix, factors))
-        else:
-            products = weights.unsqueeze(-1) * factors.unsqueeze(1)
-            self._grad.index_add_(0, flat, products.reshape(n * m, -1))
 
     def accumulate_decay(self, ids: Tensor, weight: float) -> None:
         """Add ``weight * table[id]`` to the gradient of each id occurrence (a penalty term).
