@@ -37,6 +37,31 @@ def test_pluggable_models():
     assert isinstance(opt.model, PairwiseLaplaceGP)
 
 
+def test_pairwisegp_runs_replay_and_leave_numpy_global_generator_alone():
+    # PairwiseGP starts its mode search from numpy's global generator: a seeded run must still
+    # replay exactly, and the loop must not move the caller's numpy stream.
+    np = pytest.importorskip("numpy")
+
+    def queries() -> torch.Tensor:
+        opt = PreferenceOptimizer(BOUNDS, n_initial=2, model="pairwisegp", seed=3)
+        asked = []
+        for _ in range(7):
+            X = opt.ask()
+            asked.append(X)
+            opt.tell(X, int(opt.to_unit(X)[:, 0].argmax()))
+        return torch.stack(asked)
+
+    np.random.seed(0)
+    first = queries()
+    after_first = np.random.random()
+    np.random.seed(0)
+    np.random.random()  # a different caller state: the run must not depend on it
+    second = queries()
+    np.random.seed(0)
+    assert np.random.random() == after_first  # the run drew nothing from the caller's stream
+    assert torch.equal(first, second)
+
+
 def test_box_kernel_outputscale_prior_is_flat_where_the_default_pulls_down():
     from botorch_pref.loop import box_covar_module
     from botorch_pref.models.pairwise import default_covar_module

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
+import numpy as np
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.exceptions.warnings import OptimizationWarning
@@ -42,11 +43,21 @@ __all__ = ["BACKENDS", "Backend", "BatchedBackend", "SequentialBackend", "seeded
 
 @contextmanager
 def seeded(seed: int, k: int, stream: int, device: torch.device) -> Iterator[None]:
-    """Fork torch's global generators and seed them for query ``k`` and ``stream``."""
+    """Fork torch's and numpy's global generators and seed them for query ``k`` and ``stream``.
+
+    Numpy's too because BoTorch's ``PairwiseGP`` draws the start of its mode search from
+    numpy's global generator; both are restored on exit, so the caller's streams do not move.
+    """
     devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(derived_seed(seed, k, stream))
-        yield
+    derived = derived_seed(seed, k, stream)
+    numpy_state = np.random.get_state()  # noqa: NPY002 (the global one PairwiseGP draws from)
+    try:
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(derived)
+            np.random.seed(derived % 2**32)  # noqa: NPY002
+            yield
+    finally:
+        np.random.set_state(numpy_state)  # noqa: NPY002
 
 
 class Backend(Protocol):

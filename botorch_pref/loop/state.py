@@ -273,7 +273,8 @@ class LoopState:
         groups = []
         for members in member_sets:
             X, data = self._inputs(members, ext)
-            model, mll = cfg.factory(X, data, **cfg.model_kwargs())
+            with seeded(self.seeds[members[0]], k, Stream.FIT, cfg.device):
+                model, mll = cfg.factory(X, data, **cfg.model_kwargs())
             model.to(**cfg.tkwargs)
             group = ModelGroup(members, model, mll)
             if fit:
@@ -290,7 +291,8 @@ class LoopState:
         try:
             for group in self.groups:
                 X, data = self._inputs(group.members, ext)
-                group.model.set_train_data(X, data, update_model=True)
+                with seeded(self.seeds[group.members[0]], k, Stream.FIT, self.config.device):
+                    group.model.set_train_data(X, data, update_model=True)
                 if fit:
                     self._fit(group, k)
                 refresh(group.model, X)
