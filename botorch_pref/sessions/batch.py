@@ -46,7 +46,14 @@ from botorch_pref.sessions.model import Proposal
 from botorch_pref.sessions.records import Query, SessionState
 from botorch_pref.sessions.session import Session
 
-__all__ = ["BATCHED_MODELS", "KEPT_STEPS", "Member", "ask_together", "propose_together"]
+__all__ = [
+    "BATCHED_MODELS",
+    "KEPT_STEPS",
+    "Member",
+    "ask_together",
+    "group_key",
+    "propose_together",
+]
 
 #: The models the batched back end holds.
 BATCHED_MODELS = ("laplace", "laplace-box")
@@ -143,9 +150,7 @@ def _member(session: Session, state: SessionState) -> Member | None:
     if state.pending_id is not None:
         return None
     config = _config(session)
-    if config.model not in BATCHED_MODELS or config.strategy == "qeubo":
-        # qEUBO's batched acquisition draws one set of base samples for all members (from the
-        # first one's seed): a session's query would depend on the sessions stepped with it.
+    if not _batchable(config):
         return None
     records, warm = session.replay_input(state)
     k = len(records)
@@ -160,6 +165,28 @@ def _member(session: Session, state: SessionState) -> Member | None:
 def _config(session: Session) -> LoopConfig:
     settings = dict(session.settings)
     return LoopConfig(len(session.names), **settings)
+
+
+def group_key(session: Session, answers: int) -> tuple[str, int] | None:
+    """What sessions share to be stepped together when they have ``answers`` answers.
+
+    Args:
+        session: The session.
+        answers: Its number of answers then.
+
+    Returns:
+        Equal for sessions that may share a batched step then, or ``None`` for one that never
+        joins one (a model or strategy the batched back end does not take, or no answer yet).
+    """
+    if answers < 1 or not _batchable(_config(session)):
+        return None
+    return _compatible(session), answers
+
+
+def _batchable(config: LoopConfig) -> bool:
+    # qEUBO's batched acquisition draws one set of base samples for all members (from the
+    # first one's seed): a session's query would depend on the sessions stepped with it.
+    return config.model in BATCHED_MODELS and config.strategy != "qeubo"
 
 
 def _compatible(session: Session) -> str:

@@ -65,13 +65,22 @@ class Connection(Closing):
         path: The database file.
         create: Create the file if it does not exist.
         timeout: Seconds to wait for another process's lock.
+        check_same_thread: Refuse use from another thread than the one that opened it
+            (``False``: the caller makes sure that one thread at a time uses it).
 
     Raises:
         SessionNotFoundError: Without ``create``, when the file does not exist.
         SessionError: For a directory, or a file that cannot be opened.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool, timeout: float) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool,
+        timeout: float,
+        check_same_thread: bool = True,
+    ) -> None:
         self.path = Path(path)
         self.timeout = float(timeout)
         if self.path.is_dir():
@@ -80,7 +89,13 @@ class Connection(Closing):
             raise SessionNotFoundError(f"No session database at {str(self.path)!r}.")
         uri = f"{self.path.resolve().as_uri()}?mode={'rwc' if create else 'rw'}"
         try:
-            self.sqlite = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)
+            self.sqlite = sqlite3.connect(
+                uri,
+                uri=True,
+                timeout=timeout,
+                isolation_level=None,
+                check_same_thread=check_same_thread,
+            )
         except sqlite3.Error as err:
             raise self.error(err) from None
 

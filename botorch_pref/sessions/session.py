@@ -158,14 +158,33 @@ class Session(Closing):
         """
         store = Store(path, timeout=timeout)
         try:
-            row = store.get_session(name)
-            if row.strategy not in STRATEGIES:
-                raise SessionError(
-                    f"Session {name!r} uses strategy {row.strategy!r}, unknown to this version."
-                )
+            return cls.on_store(store, name)
         except BaseException:
             store.close()
             raise
+
+    @classmethod
+    def on_store(cls, store: Store, name: str) -> Session:
+        """A session on an open store that the caller keeps (for many short uses of one file).
+
+        Closing the session closes the store: a caller that keeps the store leaves the
+        session unclosed.
+
+        Args:
+            store: The open store (the file was checked when it was opened).
+            name: The session's name.
+
+        Returns:
+            The session.
+
+        Raises:
+            SessionNotFoundError: For an unknown name.
+        """
+        row = store.get_session(name)
+        if row.strategy not in STRATEGIES:
+            raise SessionError(
+                f"Session {name!r} uses strategy {row.strategy!r}, unknown to this version."
+            )
         return cls(store, row)
 
     @staticmethod

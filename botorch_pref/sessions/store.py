@@ -65,6 +65,8 @@ class Store(Closing):
         create: Create the file and the schema if they do not exist; otherwise the file must
             exist and hold the schema (an older schema is migrated).
         timeout: Seconds to wait for another process's lock before :class:`DatabaseBusyError`.
+        check_same_thread: Refuse use from another thread than the one that opened it
+            (``False``: the caller makes sure that one thread at a time uses it).
 
     Raises:
         SessionNotFoundError: Without ``create``, when the file does not exist.
@@ -73,9 +75,16 @@ class Store(Closing):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, create: bool = False, timeout: float = 30.0
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = False,
+        timeout: float = 30.0,
+        check_same_thread: bool = True,
     ) -> None:
-        self.connection = Connection(path, create=create, timeout=timeout)
+        self.connection = Connection(
+            path, create=create, timeout=timeout, check_same_thread=check_same_thread
+        )
         try:
             prepare(self.connection, create=create)
         except BaseException:

@@ -3,7 +3,8 @@
 ``GET /a/<token>`` shows the pending query. When there is none yet, it queues the next one on
 the session's worker and waits for it a little (:attr:`~botorch_pref.web.state.WebConfig.wait_s`)
 before it shows "preparing the next question" and refreshes itself. An answer (or an undo) is
-one short transaction on the request's own connection: it never waits for a worker. An answer
+committed before its response, in one short transaction shared with the answers that arrive at
+the same moment (:mod:`~botorch_pref.web.writes`): it never waits for a worker. An answer
 names the query it answers, so a second answer to one query gets 409 "already answered", the
 next query, and nothing is written.
 """
@@ -180,7 +181,8 @@ async def _post(
     """A POST of the answering page: its nonce, one write, the next query queued, the page.
 
     The token, the nonce and the write are checked and made in one thread: the request waits
-    for nothing but the one short transaction.
+    for nothing but the short transaction that commits its write (with those of the requests
+    that came at the same moment).
 
     Args:
         request: The request.
@@ -199,9 +201,8 @@ async def _post(
         record = annotator(state, token)
         if check_nonce(state, f"s{record.id}", form.get("nonce")) is NonceStatus.REPLAYED:
             return record, replayed
-        with state.open(record.name) as s:
-            if not write(s, form):
-                return record, refused
+        if not state.writes.run(record.name, lambda s: write(s, form)):
+            return record, refused
         state.preparer.prepare(record.name)
         return record, ""
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from botorch_pref.loop import LoopState
 from botorch_pref.sessions import Best, Session
-from botorch_pref.sessions.batch import ask_together
+from botorch_pref.sessions.batch import ask_together, group_key
 
 __all__ = [
     "Prepared",
@@ -42,6 +42,9 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: Most answers a session waiting for others to catch up with it is ahead of them.
+MAX_AHEAD = 2
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -53,8 +56,10 @@ class Prepared:
         answers: How many standing answers it saw.
         error: Why preparing failed, or ``""``.
         seconds: How long preparing took.
-        waiting: It was left to wait for the next step, to join the sessions stepped together
-            (see :func:`prepare_many`); nothing else is set.
+        waiting: It was left to wait for the next step, to join other sessions in it (see
+            :func:`prepare_many`); nothing else is set.
+        wait_for: When waiting, the sessions expected back with the same settings and number
+            of answers: the step it waits for is best sent once they are queued too.
     """
 
     query_id: int | None
@@ -63,6 +68,7 @@ class Prepared:
     error: str = ""
     seconds: float = 0.0
     waiting: bool = False
+    wait_for: tuple[str, ...] = ()
 
 
 class _Held:
@@ -75,6 +81,9 @@ class _Held:
         self.last_used: dict[str, float] = {}
         #: Batched states of the last steps, continued by the next (see ``ask_together``).
         self.steps: dict[tuple[str, ...], LoopState] = {}
+        #: Sessions given a new query by a step and not prepared since, with the number of
+        #: answers they will have when they come back after their next answer.
+        self.coming: dict[str, int] = {}
 
 
 _HELD = _Held()
@@ -121,6 +130,7 @@ def _session(name: str) -> Session:
 def _drop(name: str) -> None:
     s = _HELD.sessions.pop(name, None)
     _HELD.last_used.pop(name, None)
+    _HELD.coming.pop(name, None)
     if s is not None:
         s.close()
 
@@ -181,11 +191,17 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
     compatible sessions, :meth:`~botorch_pref.sessions.Session.ask` for the others); when that
     fails, each session is prepared on its own, so that one session's error is its own.
 
+    A session of ``may_wait`` is left waiting (a result with ``waiting``, and ``wait_for``
+    the sessions it waits for) when it is level with, or ahead of, sessions with the same
+    settings that were given a query by an earlier step and come back with at most as many
+    answers, or ahead of sessions asked now (by at most :data:`MAX_AHEAD` answers): while it
+    waits, those catch up with it, and the next steps are shared. A session alone in its
+    group, one answer ahead of or behind sessions stepped together now, may also be left
+    waiting (see :func:`~botorch_pref.sessions.batch.ask_together`).
+
     Args:
         names: The sessions' names, distinct.
-        may_wait: Names of sessions that may be left waiting (a result with ``waiting``) when
-            they would be stepped alone, one answer ahead of or behind sessions with the same
-            settings that are stepped together: prepared again next, they join them.
+        may_wait: Names of sessions that may be left waiting.
 
     Returns:
         One result per name, in order.
@@ -195,6 +211,7 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
     asking: list[tuple[str, Session, int]] = []
     results: dict[str, Prepared] = {}
     for name in names:
+        _HELD.coming.pop(name, None)
         try:
             s = _session(name)
             progress = s.progress()
@@ -204,6 +221,8 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
                 results[name] = _prepared(s, None, progress.answered, begin)
         except Exception as err:  # SessionError and anything else: shown on the page
             results[name] = _failed(name, err, begin)
+    joining = _joining(asking, may_wait)
+    asking = [a for a in asking if a not in joining]
     wait = [i for i, (name, _, _) in enumerate(asking) if name in may_wait]
     try:
         queries = ask_together([s for _, s, _ in asking], _HELD.steps, wait)
@@ -211,14 +230,52 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
         queries, wait = [None] * len(asking), []
     for i, ((name, s, answered), query) in enumerate(zip(asking, queries, strict=True)):
         if query is None and i in wait:
-            results[name] = Prepared(None, None, answered, waiting=True)
+            joining.append((name, s, answered))
             continue
         try:
             query = s.ask() if query is None else query
             results[name] = _prepared(s, query.id, answered, begin)
+            _HELD.coming[name] = answered + 1
         except Exception as err:
             results[name] = _failed(name, err, begin)
+    for name, s, answered in joining:
+        results[name] = Prepared(None, None, answered, waiting=True, wait_for=_coming(s, answered))
     return [results[name] for name in names]
+
+
+def _joining(
+    asking: list[tuple[str, Session, int]], may_wait: Collection[str]
+) -> list[tuple[str, Session, int]]:
+    """Those of ``asking`` to leave waiting: sessions of ``may_wait`` level with or ahead of
+    (by at most :data:`MAX_AHEAD` answers) sessions with the same settings that come back
+    or are asked now with fewer answers."""
+    keys = [group_key(s, n) for _, s, n in asking]
+    joining = []
+    for (name, s, n), key in zip(asking, keys, strict=True):
+        if name not in may_wait or key is None:
+            continue
+        behind = any(
+            k is not None and k[0] == key[0] and n - MAX_AHEAD <= m < n
+            for (_, _, m), k in zip(asking, keys, strict=True)
+        )
+        if behind or _coming(s, n):
+            joining.append((name, s, n))
+    return joining
+
+
+def _coming(session: Session, answers: int) -> tuple[str, ...]:
+    """The sessions expected back with the same settings as ``session`` and at most
+    ``answers`` answers (and at least ``answers - MAX_AHEAD``)."""
+    key = group_key(session, answers)
+    if key is None:
+        return ()
+    return tuple(
+        name
+        for name, n in _HELD.coming.items()
+        if answers - MAX_AHEAD <= n <= answers
+        and (k := group_key(_HELD.sessions[name], n)) is not None
+        and k[0] == key[0]
+    )
 
 
 def _prepared(s: Session, query_id: int | None, answered: int, begin: float) -> Prepared:

@@ -6,7 +6,9 @@ request's form, the checks of the admin token, the session tokens and the form n
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -18,11 +20,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from botorch_pref.sessions import Session
+from botorch_pref.sessions.store import Store
 from botorch_pref.web.nonces import NonceStatus, NonceStore
 from botorch_pref.web.renderers import RendererSet, default_renderer
 from botorch_pref.web.security import same_token
 from botorch_pref.web.tokens import TokenStore, WebSession
 from botorch_pref.web.workers import DEFAULT_BATCH, Preparer
+from botorch_pref.web.writes import GroupWriter
 
 __all__ = [
     "ADMIN_COOKIE",
@@ -109,6 +113,11 @@ class WebState:
         )
         self._tokens: TokenStore | None = None
         self._tokens_lock = threading.Lock()
+        #: Open connections of finished requests, for the next ones (see :meth:`open`).
+        self._stores: list[Store] = []
+        self._stores_lock = threading.Lock()
+        #: The requests' answers and undos, committed together when they come at once.
+        self.writes = GroupWriter(self._kept_store)
         self.templates = jinja2.Environment(
             loader=jinja2.PackageLoader("botorch_pref.web", "templates"),
             autoescape=True,
@@ -129,16 +138,41 @@ class WebState:
                 self._tokens = TokenStore(self.path)
             return self._tokens
 
-    def open(self, name: str) -> Session:
-        """Open a session on a new connection (for one request; close it).
+    @contextlib.contextmanager
+    def _kept_store(self) -> Iterator[Store]:
+        """An open connection to the file, kept for the next request when this one is done.
+
+        Opening a connection checks the file (its schema, SQLite's quick check); a kept one is
+        used by one request at a time. One whose request raised, or left inside a transaction,
+        is closed instead of kept.
+        """
+        with self._stores_lock:
+            store = self._stores.pop() if self._stores else None
+        if store is None:
+            store = Store(self.path, timeout=self.config.db_timeout, check_same_thread=False)
+        try:
+            yield store
+        except BaseException:
+            store.close()
+            raise
+        if store.connection.sqlite.in_transaction:
+            store.close()
+        else:
+            with self._stores_lock:
+                self._stores.append(store)
+
+    @contextlib.contextmanager
+    def open(self, name: str) -> Iterator[Session]:
+        """A session for one request, on a kept connection (writes go through :attr:`writes`).
 
         Args:
             name: The session's name.
 
-        Returns:
-            The session.
+        Yields:
+            The session (do not close it).
         """
-        return Session.open(self.path, name, timeout=self.config.db_timeout)
+        with self._kept_store() as store:
+            yield Session.on_store(store, name)
 
     def record(self, name: str, renderer: str | None = None, prompt: str = "") -> WebSession:
         """The web record of a session, made on first sight (sessions created elsewhere).
@@ -176,8 +210,12 @@ class WebState:
         return HTMLResponse(html, status_code=status)
 
     def close(self) -> None:
-        """Stop the workers and close the token table."""
+        """Stop the workers, close the kept connections and the token table."""
         self.preparer.close()
+        with self._stores_lock:
+            stores, self._stores = self._stores, []
+        for store in stores:
+            store.close()
         with self._tokens_lock:
             if self._tokens is not None:
                 self._tokens.close()

@@ -11,7 +11,11 @@ incrementally from the stored answers (see :mod:`botorch_pref.web.held`). A work
 the sessions queued for it together: while it works, the sessions answered meanwhile queue up,
 and it takes them all (at most ``batch``) in its next step, where the compatible ones get their
 queries from one batched step of the loop (:func:`~botorch_pref.sessions.batch.ask_together`);
-with many people answering at once, that costs a worker little more than one query.
+with many people answering at once, that costs a worker little more than one query. So that a
+worker's sessions stay in one group instead of splitting into groups with different numbers of
+answers that take turns, a session level with or ahead of others with the same settings may
+be left waiting one step for them (:func:`~botorch_pref.web.held.prepare_many`); that step is
+then held back until they are queued, for at most as long as the worker's last step took.
 Generating a query is many small torch operations driven from Python; in processes, workers
 run on separate cores instead of taking turns on one interpreter lock, and the server process
 that answers the requests is not slowed by them; each worker gets its share of the cores as
@@ -25,6 +29,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -40,6 +45,9 @@ __all__ = ["DEFAULT_BATCH", "Prepared", "Preparer", "worker_threads"]
 
 #: Most sessions a worker prepares in one step, by default.
 DEFAULT_BATCH = 16
+
+#: Most seconds a step is held back for the sessions that sessions left waiting wait for.
+MAX_WAIT_S = 1.0
 
 T = TypeVar("T")
 
@@ -89,8 +97,14 @@ class _Worker:
         #: (guarded by the preparer's lock).
         self.queued: list[str] = []
         self.busy = False
-        #: Sessions left waiting in the last step (they are not left waiting twice in a row).
+        #: Sessions left waiting in the last step (they are not left waiting twice in a row),
+        #: the sessions they wait for, and when the next step is sent without them.
         self.waited: set[str] = set()
+        self.wait_for: set[str] = set()
+        self.timer: threading.Timer | None = None
+        self.holds = 0  # which hold the timer ends
+        #: Seconds the last step that prepared a query took (the longest wait for others).
+        self.step_s = 0.0
 
     def _start(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
@@ -226,22 +240,47 @@ class Preparer:
         self._dispatch(worker)
         return True
 
-    def _dispatch(self, worker: _Worker) -> None:
-        """Send the worker its queued sessions (at most ``batch``) unless it is busy."""
+    def _dispatch(self, worker: _Worker, hold: int | None = None) -> None:
+        """Send the worker its queued sessions (at most ``batch``) unless it is busy.
+
+        While sessions left waiting by the last step wait for others not yet queued, the step
+        is held back until those are queued, for at most as long as the last step took
+        (:data:`MAX_WAIT_S` at most); a step sent when that time is up (``hold``: the hold
+        that ended) leaves none waiting.
+        """
         with self._lock:
+            timed_out = hold is not None and hold == worker.holds and worker.timer is not None
+            if hold is not None and not timed_out:
+                return  # a hold ended by the step it held back
+            if timed_out:
+                worker.timer, worker.wait_for = None, set()
             if worker.busy or not worker.queued:
                 return
+            if worker.wait_for.difference(worker.queued):
+                if worker.timer is None:
+                    worker.holds += 1
+                    delay = min(worker.step_s, MAX_WAIT_S)
+                    worker.timer = threading.Timer(delay, self._dispatch, (worker, worker.holds))
+                    worker.timer.daemon = True
+                    worker.timer.start()
+                return
+            if worker.timer is not None:
+                worker.timer.cancel()
+                worker.timer = None
             names, worker.queued = worker.queued[: self._batch], worker.queued[self._batch :]
-            worker.busy = True
-            may_wait = [n for n in names if n not in worker.waited]
+            worker.busy, worker.wait_for = True, set()
+            may_wait = [] if timed_out else [n for n in names if n not in worker.waited]
+        begin = time.monotonic()
         try:
             future = worker.submit(held.prepare_many, names, may_wait)
         except RuntimeError as err:  # shut down meanwhile
             future = Future()
             future.set_exception(err)
-        future.add_done_callback(lambda f: self._done(worker, names, f))
+        future.add_done_callback(lambda f: self._done(worker, names, f, begin))
 
-    def _done(self, worker: _Worker, names: list[str], future: Future[list[Prepared]]) -> None:
+    def _done(
+        self, worker: _Worker, names: list[str], future: Future[list[Prepared]], begin: float
+    ) -> None:
         try:
             results = future.result()
         except Exception as err:  # the process died, or the server stopped (cancelled)
@@ -249,8 +288,11 @@ class Preparer:
         with self._lock:
             worker.busy = False
             worker.waited = {n for n, r in zip(names, results, strict=True) if r.waiting}
+            worker.wait_for = {n for r in results for n in r.wait_for}
             worker.queued[:0] = [n for n in names if n in worker.waited]  # first in the next
             done = [(n, r) for n, r in zip(names, results, strict=True) if not r.waiting]
+            if any(r.query_id is not None for _, r in done):
+                worker.step_s = time.monotonic() - begin
             for name, result in done:
                 self._prepared[name] = result
             futures = [self._running.pop(name) for name, _ in done]
@@ -315,6 +357,8 @@ class Preparer:
             queued = [n for w in self._workers for n in w.queued]
             for worker in self._workers:
                 worker.queued = []
+                if worker.timer is not None:
+                    worker.timer.cancel()
             waiting = [self._running.pop(n) for n in queued]
         for future in waiting:  # those not started: never will be
             future.set_result(Prepared(None, None, 0, "RuntimeError: the server stopped"))
