@@ -20,8 +20,9 @@ Generating a query is many small torch operations driven from Python; in process
 run on separate cores instead of taking turns on one interpreter lock, and the server process
 that answers the requests is not slowed by them; each worker gets its share of the cores as
 torch threads (:func:`worker_threads`). A worker process that dies is replaced on its next use.
-Writes (answers, undo) do not go through the workers: requests make them on their own
-short-lived connections, under SQLite's write lock, in one short transaction.
+Writes (answers, undo) do not go through the workers: requests make them on connections the
+server keeps, and the writes of requests that arrive together are committed in one transaction
+(:class:`~botorch_pref.web.writes.GroupWriter`).
 """
 
 from __future__ import annotations
