@@ -2,14 +2,19 @@ r"""Web benchmark: simulated annotators on ``botorch-pref serve``, bounded, on 1
 
 Phases (one server process, ``botorch-pref serve`` on a free port of 127.0.0.1):
 
-1. **Answering**: ``--annotators`` simulated people (threads), each on their own session of a
+1. **Answering**: ``--annotators`` simulated people, each on their own session of a
    ``--dim``-D EUBO study (q = 2) in one database file, for ``--seconds``. Each loads the page
    (the person's view), answers the shown query as soon as it is there (a noiseless user with a
    quadratic utility), then polls the page every ``--poll`` seconds, like the page's own
    refresh, until the next query shows. Measured: the answer POST's latency, the time from the
    POST's response until the next query is shown ("next query ready"), and at the end, from the
    database: acknowledged answers missing (lost) and queries answered more than once
-   (duplicated).
+   (duplicated). Each simulated person runs in a process of their own by default
+   (``--clients processes``), as people answer from their own browsers; with ``--clients
+   threads`` all of them share this process, and the times they measure then include waiting
+   for each other's interpreter lock (tens of milliseconds at the tail with 20 people). The
+   simulated people's own CPU time is reported (``cpu_s_clients``): on a small machine they
+   compete with the server for its cores, which real people's browsers do not.
 2. **Memory**: ``--idle-sessions`` more sessions are opened (one page view each, so the worker
    holds each session and stores its first query); the memory of the server and of its worker
    processes (resident set, RSS, and proportional set, PSS, which counts the pages forked
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -43,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -125,20 +132,30 @@ def _options(html: str, dim: int) -> list[list[float]]:
     return [values[i * dim : (i + 1) * dim] for i in range(2)]
 
 
-class Annotator(threading.Thread):
-    """A simulated person answering one session through its pages."""
+@dataclass
+class Annotator:
+    """A simulated person answering one session through its pages (:meth:`run`)."""
 
-    def __init__(self, url: str, token: str, dim: int, deadline: float, poll: float, seed: int):
-        super().__init__(daemon=True)
-        self.url, self.token, self.dim = url, token, dim
-        self.deadline, self.poll = deadline, poll
-        self.target = np.random.default_rng(seed).uniform(0.2, 0.8, dim)
-        self.post_s: list[float] = []
-        self.ready_s: list[float] = []
-        self.acknowledged: list[tuple[int, int]] = []
-        self.errors = 0
+    url: str
+    token: str
+    dim: int
+    deadline: float
+    poll: float
+    seed: int
+    post_s: list[float] = field(default_factory=list)
+    ready_s: list[float] = field(default_factory=list)
+    acknowledged: list[tuple[int, int]] = field(default_factory=list)
+    errors: int = 0
+    cpu_s: float = 0.0
 
-    def run(self) -> None:
+    def run(self) -> Annotator:
+        """Answer until the deadline; return ``self`` with what was measured."""
+        cpu = time.thread_time()
+        self._answer(np.random.default_rng(self.seed).uniform(0.2, 0.8, self.dim))
+        self.cpu_s = time.thread_time() - cpu
+        return self
+
+    def _answer(self, target: np.ndarray) -> None:
         with httpx.Client(base_url=self.url, timeout=30) as c:
             waiting_since: float | None = None
             while time.monotonic() < self.deadline:
@@ -157,7 +174,7 @@ class Annotator(threading.Thread):
                     self.ready_s.append(time.monotonic() - waiting_since)
                 qid, nonce = found
                 opts = _options(page, self.dim)
-                winner = int(np.argmin([np.sum((np.array(o) - self.target) ** 2) for o in opts]))
+                winner = int(np.argmin([np.sum((np.array(o) - target) ** 2) for o in opts]))
                 start = time.monotonic()
                 try:
                     r = c.post(
@@ -192,6 +209,12 @@ def _arguments() -> argparse.Namespace:
         "--batch", type=int, default=None, help="the server's --batch (default: the server's)"
     )
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between page loads")
+    parser.add_argument(
+        "--clients",
+        choices=("processes", "threads"),
+        default="processes",
+        help="one process per simulated person (default) or all as threads of this process",
+    )
     parser.add_argument("--out", default=None, help="JSON file (default: in the temporary folder)")
     parser.add_argument(
         "--query-cpu", type=int, default=0, help="only time this many queries' CPU, no server"
@@ -248,18 +271,34 @@ def _links(admin: httpx.Client, pattern: str) -> dict[str, str]:
     return dict(re.findall(row, page, re.S))
 
 
+def _run(person: Annotator) -> Annotator:
+    return person.run()
+
+
 def _answering(url: str, tokens: dict[str, str], args: argparse.Namespace) -> list[Annotator]:
-    """Phase 1: one simulated person per session, answering for ``args.seconds``."""
+    """Phase 1: one simulated person per session, answering for ``args.seconds``.
+
+    ``time.monotonic`` is one clock for all processes of the machine, so one deadline serves.
+    """
     deadline = time.monotonic() + args.seconds
     people = [
         Annotator(url, tokens[name], args.dim, deadline, args.poll, seed=i)
         for i, name in enumerate(tokens)
     ]
-    for p in people:
-        p.start()
-    for p in people:
-        p.join(timeout=args.seconds + 120)
-    return people
+    if args.clients == "threads":
+        results: list[Annotator | None] = [None] * len(people)
+
+        def run(i: int) -> None:
+            results[i] = people[i].run()
+
+        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(people))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=args.seconds + 120)
+        return [r if r is not None else p for r, p in zip(results, people, strict=True)]
+    with multiprocessing.get_context("fork").Pool(len(people)) as pool:
+        return pool.map_async(_run, people).get(timeout=args.seconds + 120)
 
 
 def _check_database(db: Path, people: list[Annotator], names: list[str]) -> dict:
@@ -379,7 +418,7 @@ def main() -> int:
         Session.create(db, name, params, "eubo", 2, i, budget=1000).close()
 
     result: dict = {
-        k: getattr(args, k) for k in ("annotators", "seconds", "dim", "workers", "batch")
+        k: getattr(args, k) for k in ("annotators", "seconds", "dim", "workers", "batch", "clients")
     }
     result["idle_sessions"] = args.idle_sessions
     result["load_before"] = Path("/proc/loadavg").read_text().strip()
@@ -394,6 +433,7 @@ def main() -> int:
         people = _answering(url, {n: tokens[n] for n in names}, args)
         result["load_after_answering"] = Path("/proc/loadavg").read_text().strip()
         result["cpu_s_answering"] = {k: v - cpu[k] for k, v in _cpu_s(server.pid).items()}
+        result["cpu_s_clients"] = sum(p.cpu_s for p in people)
         result.update(_latencies(people), **_check_database(db, people, names))
         result.update(_idle_memory(admin, url, server.pid, args))
         result.update(_dropped(admin, server.pid, [ids[n] for n in names[:5]], args))
