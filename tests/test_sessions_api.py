@@ -198,6 +198,29 @@ def test_undo_is_a_retraction_and_reopens_the_query(session):
     con.close()
 
 
+def test_pending_reads_the_same_query_as_the_full_state(session):
+    # pending() reads one query; it must be exactly the one the whole snapshot calls pending,
+    # through asking, answering, skipping and undoing (which withdraws and reopens queries).
+    def check() -> None:
+        assert session.pending() == session.state().pending
+
+    check()
+    assert session.pending() is None
+    for step in range(6):
+        query = session.ask()
+        check()
+        assert session.pending() == query
+        if step == 2:
+            session.answer(query.id, skip=True)
+        else:
+            session.answer(query.id, step % 2)
+        check()
+        if step in (3, 4):
+            session.undo()
+            check()
+            assert session.pending() is not None
+
+
 def test_undo_twice_and_nothing_to_undo(session):
     with pytest.raises(SessionError, match="Nothing to undo"):
         session.undo()

@@ -249,10 +249,12 @@ class Session(Closing):
     def pending(self) -> Query | None:
         """The query awaiting an answer, without recording a show.
 
+        It reads that query alone, not the session's whole history (:meth:`state`).
+
         Returns:
             The query, or ``None``.
         """
-        return self.state().pending
+        return self._store.pending(self._row)
 
     def ask(self) -> Query:
         """The query to show now: the pending one if any, else a new one (stored first).

@@ -268,6 +268,12 @@ class Store(Closing):
         stored = best_row(best[0], session.names) if best else None
         return SessionState(tuple(queries), tuple(answers), pending, version, fits, stored)
 
+    def pending(self, session: SessionRow) -> Query | None:
+        """The session's pending query (what :meth:`state` calls ``pending``), read alone."""
+        with self.connection.read():
+            query_id = self.connection.value(PENDING, (session.id,))
+            return None if query_id is None else self._query(session, int(query_id))
+
     def _queries(self, session: SessionRow, query_id: int | None = None) -> list[Query]:
         """The session's queries with their designs (one, when ``query_id`` is given)."""
         where = "q.session_id = ?" + ("" if query_id is None else " AND q.id = ?")
