@@ -27,6 +27,7 @@ class Stream(IntEnum):
     FIT = 2  #: restarts of a hyperparameter fit
     REPAIR = 3  #: random designs that replace a repeated option of a query
     RECOMMEND = 4  #: the posterior-mean maximiser of ``best(among="anywhere")``
+    MODEL = 5  #: a model's own draws when it is built or given data (``PairwiseGP``'s mode start)
 
 
 def derived_seed(seed: int, k: int, stream: int) -> int:

@@ -273,7 +273,7 @@ class LoopState:
         groups = []
         for members in member_sets:
             X, data = self._inputs(members, ext)
-            with seeded(self.seeds[members[0]], k, Stream.FIT, cfg.device):
+            with seeded(self.seeds[members[0]], k, Stream.MODEL, cfg.device):
                 model, mll = cfg.factory(X, data, **cfg.model_kwargs())
             model.to(**cfg.tkwargs)
             group = ModelGroup(members, model, mll)
@@ -291,7 +291,7 @@ class LoopState:
         try:
             for group in self.groups:
                 X, data = self._inputs(group.members, ext)
-                with seeded(self.seeds[group.members[0]], k, Stream.FIT, self.config.device):
+                with seeded(self.seeds[group.members[0]], k, Stream.MODEL, self.config.device):
                     group.model.set_train_data(X, data, update_model=True)
                 if fit:
                     self._fit(group, k)
