@@ -60,12 +60,16 @@ def run_ours(problem: str, strategy: str, R: int, queries: int, seed: int, scale
              settings: dict) -> dict:  # fmt: skip
     """``R`` lockstep replications of the product's loop: log10 regret curves and timing."""
     d = get_utility(problem).dim
+    after = [k for k in CHECKPOINTS if k <= queries]
     res = run_replications(
-        problem, strategy, R, queries, scale=scale, seed=seed, n_initial=4 * d, **settings
-    )
+        problem, strategy, R, queries, scale=scale, seed=seed, n_initial=4 * d,
+        anywhere_after=after, **settings,
+    )  # fmt: skip
     lr = res.log_regret()[:, res.n_initial - 1 :]  # from the last initial answer on
     return {
         "log_regret": lr.tolist(),
+        "anywhere_after": after,
+        "log_regret_anywhere": res.log_regret_anywhere().tolist(),
         "seconds_per_query": float(res.seconds[res.n_initial :].mean()) / R,
         "seeds": res.seeds,
     }
@@ -110,14 +114,25 @@ def paired(a: dict, b: dict, k: int) -> list[float]:
     return [ia[s] - ib[s] for s in sorted(ia.keys() & ib.keys())]
 
 
+def anywhere(ours: dict, k: int) -> list[float]:
+    """Log10 regrets of the posterior-mean maximisers after ``k`` queries (none if not run)."""
+    after = ours.get("anywhere_after", [])
+    return [c[after.index(k)] for c in ours["log_regret_anywhere"]] if k in after else []
+
+
 def table(results: dict, queries: int) -> str:
-    """The suite's table (markdown), one row per problem and strategy."""
+    """The suite's table (markdown), one row per problem and strategy.
+
+    "anywhere" is the regret of the posterior-mean maximiser over the box
+    (``best(among="anywhere")``) after the last checkpoint; the other columns score the
+    loop's recommendation, the compared design with the highest posterior mean.
+    """
     ks = [k for k in CHECKPOINTS if k <= queries] or [queries]
     head = (
         "| problem | strategy | R | "
         + " | ".join(f"ours @{k}" for k in ks)
-        + f" | BoTorch @{queries} (R) | ours - BoTorch @{queries} | s/query ours | "
-        "s/query BoTorch |"
+        + f" | ours anywhere @{queries} | BoTorch @{queries} (R) | ours - BoTorch @{queries} | "
+        "s/query ours | s/query BoTorch |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for problem, cells in results.items():
@@ -125,6 +140,7 @@ def table(results: dict, queries: int) -> str:
             ours, anchor = cell["ours"], cell.get("anchor")
             row = f"| {problem} | {strategy} | {len(ours['seeds'])} | "
             row += " | ".join(_fmt([c[k] for c in ours["log_regret"]]) for k in ks)
+            row += f" | {_fmt(anywhere(ours, queries))}"
             if anchor:
                 theirs = _fmt([c[queries] for c in anchor["log_regret"] if len(c) > queries])
                 diff = _fmt(paired(ours, anchor, queries))
@@ -222,8 +238,33 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def merge(a: dict | None, b: dict) -> dict:
+    """One cell from two runs of the same problem and strategy on other seeds (``a`` may be
+    ``None``); a run without anywhere recommendations drops them from the merged cell."""
+    if a is None:
+        return b
+    out = {}
+    for who in ("ours", "anchor"):
+        x, y = a.get(who), b.get(who)
+        if not x or not y:
+            out[who] = x or y
+            continue
+        if set(x["seeds"]) & set(y["seeds"]):
+            raise ValueError(
+                f"runs to merge share seeds: {sorted(set(x['seeds']) & set(y['seeds']))}"
+            )
+        m = {key: x[key] + y[key] for key in ("log_regret", "seeds")}
+        m["seconds_per_query"] = statistics.fmean([x["seconds_per_query"], y["seconds_per_query"]])
+        if x.get("anywhere_after") and x.get("anywhere_after") == y.get("anywhere_after"):
+            m["anywhere_after"] = x["anywhere_after"]
+            m["log_regret_anywhere"] = x["log_regret_anywhere"] + y["log_regret_anywhere"]
+        out[who] = m
+    return out
+
+
 def tabulate(args: argparse.Namespace) -> int:
-    """Merge suite JSONs, attach BoTorch's runs cached since, print the table, plot."""
+    """Merge suite JSONs (cells of the same problem and strategy on other seeds are pooled),
+    attach BoTorch's runs cached since, print the table, plot."""
     results: dict = {}
     queries = None
     for path in args.tabulate:
@@ -235,7 +276,9 @@ def tabulate(args: argparse.Namespace) -> int:
             for strategy, cell in cells.items():
                 R = len(cell["ours"]["seeds"])
                 anchor = run_anchor(problem, strategy, R, queries, cfg["seed"], scale, "cached")
-                results.setdefault(problem, {})[strategy] = {"ours": cell["ours"], "anchor": anchor}
+                new = {"ours": cell["ours"], "anchor": anchor}
+                cells_so_far = results.setdefault(problem, {})
+                cells_so_far[strategy] = merge(cells_so_far.get(strategy), new)
     print(table(results, queries), flush=True)
     out = Path(args.out + "-suite-table.png")
     plot(results, out)

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from botorch_pref.loop import LoopConfig, LoopState, run_replications
+from botorch_pref.loop.answers import Answer
+from botorch_pref.test_functions import get_utility
 
 from .helpers import optimizer_run
 
@@ -76,3 +78,50 @@ def test_loop_state_rejects_a_bad_backend():
         LoopState(
             dataclasses.replace(config, model="pairwisegp", kernel=None), bounds, [0, 1], "batched"
         )
+
+
+def test_anywhere_recommendation_of_a_sequential_replication_is_the_optimizers():
+    settings = {"strategy": "eubo", "n_initial": 3, "refit_all_until": 4}
+    res = run_replications(
+        "branin", n_replications=1, n_queries=2, scale=SCALE, seed=5, backend="sequential",
+        anywhere_after=(2, 0), **settings,
+    )  # fmt: skip
+    assert res.anywhere_after == (2, 0) and res.regret_anywhere.shape == (1, 2)
+    branin = get_utility("branin")
+    for col, steps in ((0, 5), (1, 3)):
+        opt, *_ = optimizer_run("branin", 5, steps, **settings)
+        x = opt.best(among="anywhere").x
+        assert float(res.regret_anywhere[0, col]) == pytest.approx(float(branin.regret(x)))
+    torch.testing.assert_close(res.log_regret_anywhere(), res.regret_anywhere.log10())
+
+
+def test_batched_anywhere_recommendations_beat_every_compared_design_in_posterior_mean():
+    config = LoopConfig(2, "eubo", n_initial=3, seed=0)
+    bounds = torch.tensor([[-5.0, 0.0], [10.0, 15.0]], dtype=DT)
+    state = LoopState(config, bounds, seeds=[0, 1, 2], backend="batched")
+    for k in range(4):
+        X = state.propose()
+        winners = [int(x[:, 0].argmax()) if r else k % 2 for r, x in enumerate(X)]
+        state.record_answers(list(X), [Answer("winner", w) for w in winners])
+    X = state.recommend_anywhere()
+    assert X.shape == (3, 2)
+    assert bool(((X >= bounds[0]) & (X <= bounds[1])).all())
+    unit = (X - bounds[0]) / (bounds[1] - bounds[0])
+    with torch.no_grad():
+        at_x = state.group_of(0).model.posterior(unit.unsqueeze(-2)).mean.reshape(3)
+    best_compared = torch.stack([m.max() for m in state.means()])
+    assert bool((at_x >= best_compared - 1e-9).all())
+    # member 2 (always prefers larger x1) is recommended a design at the upper x1 edge
+    assert float(unit[2, 0]) > 0.9
+
+
+def test_anywhere_after_is_validated():
+    with pytest.raises(ValueError, match="anywhere_after"):
+        run_replications("branin", n_replications=1, n_queries=2, scale=SCALE, anywhere_after=[3])
+    with pytest.raises(ValueError, match="anywhere_after"):
+        run_replications(
+            "branin", n_replications=1, n_queries=2, scale=SCALE, anywhere_after=[1, 1]
+        )
+    res = run_replications("branin", n_replications=1, n_queries=0, n_initial=2, scale=SCALE)
+    with pytest.raises(ValueError, match="anywhere_after"):
+        res.log_regret_anywhere()

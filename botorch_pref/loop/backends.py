@@ -72,9 +72,18 @@ class Backend(Protocol):
         """Fit the hyperparameters of the model of members seeded ``seeds`` after answer ``k``."""
 
     def optimize(
-        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig, q: int
+        self,
+        acqf: AcquisitionFunction,
+        seeds: Sequence[int],
+        k: int,
+        config: LoopConfig,
+        q: int,
+        stream: int = Stream.ACQF,
     ) -> Tensor:
-        """Maximise ``acqf`` on the unit cube for query ``k``: ``len(seeds) x q x d`` points."""
+        """Maximise ``acqf`` on the unit cube for query ``k``: ``len(seeds) x q x d`` points.
+
+        Its random draws come from the seeds of ``stream`` (the acquisition's by default).
+        """
 
 
 class SequentialBackend:
@@ -89,12 +98,18 @@ class SequentialBackend:
             fit_gpytorch_mll(mll)
 
     def optimize(
-        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig, q: int
+        self,
+        acqf: AcquisitionFunction,
+        seeds: Sequence[int],
+        k: int,
+        config: LoopConfig,
+        q: int,
+        stream: int = Stream.ACQF,
     ) -> Tensor:
         d = config.dim
         unit = torch.zeros(2, d, **config.tkwargs)
         unit[1] = 1.0
-        with seeded(seeds[0], k, Stream.ACQF, config.device), warnings.catch_warnings():
+        with seeded(seeds[0], k, stream, config.device), warnings.catch_warnings():
             warnings.simplefilter("ignore", OptimizationWarning)
             with lean_kernels():
                 candidates, _ = optimize_acqf(
@@ -118,7 +133,13 @@ class BatchedBackend:
         fit_evidence_batched(mll.model)
 
     def optimize(
-        self, acqf: AcquisitionFunction, seeds: Sequence[int], k: int, config: LoopConfig, q: int
+        self,
+        acqf: AcquisitionFunction,
+        seeds: Sequence[int],
+        k: int,
+        config: LoopConfig,
+        q: int,
+        stream: int = Stream.ACQF,
     ) -> Tensor:
         with lean_kernels():
             X, _ = optimize_acqf_batched(
@@ -128,7 +149,7 @@ class BatchedBackend:
                 config.dim,
                 num_restarts=config.num_restarts,
                 raw_samples=config.raw_samples,
-                seeds=[derived_seed(s, k, Stream.ACQF) for s in seeds],
+                seeds=[derived_seed(s, k, stream) for s in seeds],
                 dtype=config.dtype,
                 device=config.device,
             )

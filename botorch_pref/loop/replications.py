@@ -26,12 +26,13 @@ and:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
-from botorch_pref.loop.answers import Answer
+from botorch_pref.loop.answers import Answer, as_index
 from botorch_pref.loop.config import STRATEGIES, LoopConfig
 from botorch_pref.loop.state import LoopState
 from botorch_pref.test_functions import Utility, get_utility
@@ -68,6 +69,9 @@ class ReplicationResults:
         fits: The number of steps with a hyperparameter fit.
         backend: ``"batched"`` or ``"sequential"``.
         config: The settings every replication ran with (the seed is replication 0's).
+        anywhere_after: The acquisition-query counts after which the posterior-mean maximiser
+            over the box was also recommended (``best(among="anywhere")``).
+        regret_anywhere: ``R x len(anywhere_after)`` simple regret of those recommendations.
     """
 
     problem: str
@@ -85,6 +89,8 @@ class ReplicationResults:
     fits: int = field(default=0)
     backend: str = "batched"
     config: LoopConfig | None = None
+    anywhere_after: tuple[int, ...] = ()
+    regret_anywhere: Tensor | None = None
 
     @property
     def n_replications(self) -> int:
@@ -102,6 +108,12 @@ class ReplicationResults:
             raise ValueError(f"no answer {i + 1}: the runs have {self.regret.shape[1]} answers.")
         return self.log_regret()[:, i]
 
+    def log_regret_anywhere(self) -> Tensor:
+        """``R x len(anywhere_after)`` log10 regret of the posterior-mean maximisers."""
+        if self.regret_anywhere is None:
+            raise ValueError("no recommendations anywhere: pass anywhere_after to the run.")
+        return self.regret_anywhere.clamp_min(REGRET_FLOOR).log10()
+
 
 def run_replications(
     problem: str | Utility,
@@ -115,6 +127,7 @@ def run_replications(
     error_rate: float = 0.2,
     seed: int = 0,
     backend: str = "batched",
+    anywhere_after: Sequence[int] = (),
     **settings,
 ) -> ReplicationResults:
     r"""Run ``n_replications`` PBO replications of one strategy together.
@@ -133,6 +146,10 @@ def run_replications(
         seed: Replication ``i`` uses ``seed + i`` for its optimiser and its user.
         backend: ``"batched"`` (one batched model) or ``"sequential"`` (one model per
             replication, exactly the optimiser's run).
+        anywhere_after: Acquisition-query counts (each in ``[0, n_queries]``) after which each
+            replication's posterior-mean maximiser over the box is recommended too
+            (``best(among="anywhere")``, the qEUBO paper's recommendation) and scored in
+            ``regret_anywhere``; the loop's own recommendation stays the compared design.
         **settings: Other settings of :class:`~botorch_pref.loop.config.LoopConfig`
             (``n_initial``, ``model``, ``refit_every``, ``refit_all_until``, ``num_restarts``,
             ``raw_samples``, ``mc_samples``, ``answers``, ``champion_variant``, ``device``,
@@ -147,6 +164,11 @@ def run_replications(
     if R < 1 or T_acq < 0:
         raise ValueError(f"need n_replications >= 1 and n_queries >= 0; got {R}, {T_acq}.")
     config = LoopConfig(utility.dim, strategy, q, seed=int(seed), **settings)
+    after = tuple(as_index(k, "anywhere_after") for k in anywhere_after)
+    if any(not 0 <= k <= T_acq for k in after) or len(set(after)) != len(after):
+        raise ValueError(
+            f"anywhere_after must hold distinct counts in [0, {T_acq}], got {list(anywhere_after)}."
+        )
     seeds = [int(seed) + i for i in range(R)]
     bounds = torch.zeros(2, utility.dim, **config.tkwargs)
     bounds[1] = 1.0
@@ -154,7 +176,7 @@ def run_replications(
     if scale is None:
         scale = calibrate_noise(utility, error_rate, noise=noise, seed=0)
     users = [SimulatedUser(utility, noise=noise, scale=scale, seed=s) for s in seeds]
-    trace = _simulate(state, users, utility, config.n_initial + T_acq)
+    trace = _simulate(state, users, utility, config.n_initial + T_acq, after)
     return ReplicationResults(
         problem=getattr(utility, "name", type(utility).__name__),
         strategy=strategy,
@@ -167,19 +189,29 @@ def run_replications(
         fits=state.n_refits,
         backend=backend,
         config=config,
+        anywhere_after=after,
     )
 
 
 def _simulate(
-    state: LoopState, users: list[SimulatedUser], utility: Utility, T: int
+    state: LoopState,
+    users: list[SimulatedUser],
+    utility: Utility,
+    T: int,
+    anywhere_after: tuple[int, ...] = (),
 ) -> dict[str, Tensor]:
-    """Advance every member ``T`` queries, each answered by its user; what was seen."""
+    """Advance every member ``T`` queries, each answered by its user; what was seen.
+
+    After the acquisition-query counts in ``anywhere_after`` the posterior-mean maximisers
+    over the box are scored too.
+    """
     R, d, cfg = state.n_members, utility.dim, state.config
     regret = torch.empty(R, T, dtype=torch.float64)
     best_x = torch.empty(R, T, d, dtype=cfg.dtype)
     queries = torch.empty(R, T, cfg.q, d, dtype=cfg.dtype)
     winners = torch.empty(R, T, dtype=torch.long)
     seconds = torch.empty(T, dtype=torch.float64)
+    anywhere = torch.empty(R, len(anywhere_after), dtype=torch.float64)
     for k in range(T):
         t0 = time.perf_counter()
         X = state.propose()
@@ -190,7 +222,11 @@ def _simulate(
         best_x[:, k] = state.recommend().cpu()
         regret[:, k] = utility.regret(best_x[:, k].to(torch.float64))
         seconds[k] = time.perf_counter() - t0
+        if k + 1 - cfg.n_initial in anywhere_after:
+            x = state.recommend_anywhere().cpu().to(torch.float64)
+            anywhere[:, anywhere_after.index(k + 1 - cfg.n_initial)] = utility.regret(x)
     return {
+        "regret_anywhere": anywhere if anywhere_after else None,
         "regret": regret,
         "best_x": best_x,
         "queries": queries,

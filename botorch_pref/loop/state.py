@@ -351,29 +351,47 @@ class LoopState:
     def maximise_mean(self, r: int) -> tuple[Tensor, Tensor, Tensor]:
         """Member ``r``'s posterior-mean maximiser over the unit cube (sequential models).
 
-        ``optimize_acqf`` on ``PosteriorMean`` with the run's restarts and raw samples (seeded by
-        the :class:`~botorch_pref.loop.seeding.Stream` ``RECOMMEND`` of the current answer
-        count), started also from the best compared design, which is kept if nothing beats it.
+        Returns:
+            ``(x_unit, mean, std)``: the design in the unit cube (see :meth:`mean_maximisers`),
+            its posterior mean and std.
+        """
+        x = self.mean_maximisers(self.group_of(r))[0]
+        mean, std = self.moments(r, x.unsqueeze(0))
+        return x, mean[0], std[0]
+
+    def mean_maximisers(self, group: ModelGroup) -> Tensor:
+        """The posterior-mean maximiser over the unit cube of each member of ``group``.
+
+        The back end's acquisition optimiser on ``PosteriorMean`` with the run's restarts and
+        raw samples, seeded by the :class:`~botorch_pref.loop.seeding.Stream` ``RECOMMEND`` of
+        the current answer count; a member's best compared design is kept where the optimiser
+        found nothing with a higher posterior mean.
 
         Returns:
-            ``(x_unit, mean, std)``: the design in the unit cube, its posterior mean and std.
+            ``members x d`` designs in the unit cube.
         """
-        from botorch.optim import optimize_acqf
-
-        cfg, k = self.config, self.n_answers
-        mean, _ = self.moments(r)
-        best = self.record.designs(r, unit=True)[int(mean.argmax())]
-        unit = torch.stack([torch.zeros_like(best), torch.ones_like(best)])
-        acqf = PosteriorMean(self.group_of(r).model)
-        with seeded(self.seeds[r], k, Stream.RECOMMEND, cfg.device), warnings.catch_warnings():
+        cfg, k, members = self.config, self.n_answers, group.members
+        seeds = [self.seeds[r] for r in members]
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            x, _ = optimize_acqf(
-                acqf, unit, q=1, num_restarts=cfg.num_restarts, raw_samples=cfg.raw_samples
+            x = self.backend.optimize(
+                PosteriorMean(group.model), seeds, k, cfg, 1, stream=Stream.RECOMMEND
             )
-        X = torch.stack([best, x.detach().reshape(-1).clamp(0.0, 1.0)])
-        means, stds = self.moments(r, X)
-        i = int(means.argmax())
-        return X[i], means[i], stds[i]
+        best = [int(m.argmax()) for m in self.means(members)]
+        compared = torch.stack(
+            [self.record.X_unit[r, i] for r, i in zip(members, best, strict=True)]
+        )
+        X = torch.stack([compared, x[:, 0].clamp(0.0, 1.0)], dim=-2)  # members x 2 x d
+        with torch.no_grad():
+            post = group.model.posterior(X if self.backend.batched else X[0])
+            pick = post.mean.reshape(len(members), 2).argmax(-1)
+        return X[torch.arange(len(members), device=X.device), pick]
+
+    def recommend_anywhere(self) -> Tensor:
+        """Each member's posterior-mean maximiser over the box: ``R x d`` designs in user units."""
+        if self.groups is None:
+            raise ValueError("No answers yet: there is no model.")
+        return self.from_unit(torch.cat([self.mean_maximisers(g) for g in self.groups]))
 
     def best(self, r: int, among: str = "compared") -> Recommendation:
         """Member ``r``'s recommendation among the compared designs or anywhere in the box.
