@@ -21,18 +21,31 @@ L-BFGS-B, whose joint stopping test and shared line search couple them).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.optim.batched_lbfgs_b import fmin_l_bfgs_b_batched
+from linear_operator.utils.errors import NotPSDError
 from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
-__all__ = ["fit_evidence_batched", "minimize_batched", "optimize_acqf_batched"]
+__all__ = [
+    "FIT_ERRORS",
+    "fit_evidence_batched",
+    "isolating",
+    "minimize_batched",
+    "optimize_acqf_batched",
+]
+
+#: Linear-algebra errors of an evidence evaluation: :func:`fit_evidence_batched` charges them to
+#: the members whose hyperparameters raise them (:func:`isolating`), so one member's failing
+#: trial step does not end every member's fit.
+FIT_ERRORS = (torch.linalg.LinAlgError, NotPSDError)
 
 
 def minimize_batched(
@@ -43,6 +56,7 @@ def minimize_batched(
     maxiter: int = 200,
     pgtol: float = 1e-5,
     factr: float = 1e7,
+    isolate: tuple[type[BaseException], ...] = (),
 ) -> tuple[Tensor, Tensor]:
     r"""Minimise ``N`` independent problems with one batched L-BFGS-B run.
 
@@ -56,12 +70,17 @@ def minimize_batched(
         maxiter: Maximum L-BFGS-B iterations per problem.
         pgtol: Projected-gradient stopping tolerance.
         factr: Relative function-decrease stopping factor (times machine epsilon).
+        isolate: Errors of an evaluation to charge to the problems that cause them instead of
+            ending the run (a Cholesky factorisation failing for one member of a batched
+            model): see :func:`isolating`.
 
     Returns:
         ``(x, values)``: the ``N x P`` minimisers and the ``N`` values there.
     """
     if x0.dim() != 2:
         raise ValueError(f"x0 must be N x P, got shape {tuple(x0.shape)}.")
+    if isolate:
+        objective = isolating(objective, isolate)
     current = x0.detach().clone()
 
     def func(x: np.ndarray, batch_indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -98,6 +117,74 @@ def minimize_batched(
     x = torch.from_numpy(xs).to(x0)
     values = objective(x.clone().requires_grad_(True)).detach()
     return x, values
+
+
+def isolating(
+    objective: Callable[[Tensor], Tensor], errors: tuple[type[BaseException], ...]
+) -> Callable[[Tensor], Tensor]:
+    r"""``objective`` with the ``errors`` of an evaluation charged to the rows that raise them.
+
+    An evaluation of ``N`` independent problems at once fails as a whole when one problem's
+    linear algebra fails. The wrapper then finds the failing rows by bisection -- evaluating
+    the trial rows of one half of the suspects with every other row at its last point that
+    evaluated without error -- and returns :math:`+\infty` for them (a line search backs off)
+    and the other rows' values at their trial points. Problem ``i``'s value must depend on row
+    ``i`` only. An error before any evaluation succeeded is raised, as is one that the last
+    good points raise too. The first isolated error is reported as a ``RuntimeWarning``.
+    """
+    good: Tensor | None = None
+    warned = False
+
+    def evaluate(x: Tensor) -> Tensor:
+        nonlocal good, warned
+        try:
+            values = objective(x)
+        except errors as err:
+            if good is None:
+                raise
+            bad = _failing_rows(objective, x, good, errors)
+            if not warned:
+                warned = True
+                warnings.warn(
+                    f"{err} at trial points of problem(s) "
+                    f"{bad.nonzero().flatten().tolist()}: charged +inf there, the other "
+                    "problems go on.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            safe = torch.where(bad.unsqueeze(-1), good, x)
+            values = torch.where(bad, math.inf, objective(safe))
+            ok = ~bad
+        else:
+            ok = torch.isfinite(values.detach())
+        good = torch.where(ok.unsqueeze(-1), x.detach(), x.detach() if good is None else good)
+        return values
+
+    return evaluate
+
+
+def _failing_rows(
+    objective: Callable[[Tensor], Tensor],
+    x: Tensor,
+    good: Tensor,
+    errors: tuple[type[BaseException], ...],
+) -> Tensor:
+    """Rows whose trial points in ``x`` make ``objective`` raise (the others held at ``good``)."""
+    bad = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+    suspects = [torch.arange(x.shape[0], device=x.device)]
+    while suspects:
+        rows = suspects.pop()
+        trial = good.clone()
+        trial[rows] = x.detach()[rows]
+        try:
+            objective(trial.requires_grad_(x.requires_grad))
+        except errors:
+            if len(rows) == 1:
+                bad[rows] = True
+            else:
+                half = len(rows) // 2
+                suspects += [rows[:half], rows[half:]]
+    return bad
 
 
 def _member_log_prior(model: torch.nn.Module, size: int) -> Tensor:
@@ -154,7 +241,7 @@ def fit_evidence_batched(model: PairwiseLaplaceGP, *, maxiter: int = 200) -> Ten
                 p.copy_(chunk.reshape(p.shape))
         return -_evidence_with_params(model, params, x, sizes, b)
 
-    x, values = minimize_batched(objective, x0, maxiter=maxiter)
+    x, values = minimize_batched(objective, x0, maxiter=maxiter, isolate=FIT_ERRORS)
     with torch.no_grad():
         for p, chunk in zip(params, x.split(sizes, dim=-1), strict=True):
             p.copy_(chunk.reshape(p.shape))

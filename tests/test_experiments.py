@@ -53,6 +53,36 @@ def test_minimize_batched_solves_independent_problems():
     torch.testing.assert_close(values, objective(c.clamp(0, 1)), atol=1e-8, rtol=0)
 
 
+def test_minimize_batched_charges_an_isolated_error_to_the_failing_problem_only():
+    # problem i: sum_j (x_j - c_ij)^2; problem 1's linear algebra "fails" beyond x_0 = 0.3
+    c = torch.tensor([[0.2, 0.7], [0.8, 0.4], [0.5, 0.9]], dtype=DT)
+
+    def clean(x):
+        return ((x - c) ** 2).sum(-1)
+
+    def failing(x):
+        if bool((x[1, 0] > 0.3).any()):
+            raise torch.linalg.LinAlgError("linalg.cholesky: (Batch element 1): not PD")
+        return clean(x)
+
+    x0 = torch.full((3, 2), 0.1, dtype=DT)
+    with pytest.raises(torch.linalg.LinAlgError):  # not isolated: the run ends
+        minimize_batched(failing, x0, (0.0, 1.0))
+    ref, ref_values = minimize_batched(clean, x0, (0.0, 1.0))
+    with pytest.warns(RuntimeWarning, match=r"problem\(s\) \[1\]"):
+        x, values = minimize_batched(failing, x0, (0.0, 1.0), isolate=(torch.linalg.LinAlgError,))
+    # the other problems run exactly as without the failure
+    torch.testing.assert_close(x[[0, 2]], ref[[0, 2]], rtol=0, atol=0)
+    torch.testing.assert_close(values[[0, 2]], ref_values[[0, 2]], rtol=0, atol=0)
+    # the failing one ends at a point that evaluates, no worse than its start
+    assert float(x[1, 0]) <= 0.3 and bool(torch.isfinite(values[1]))
+    assert float(values[1]) <= float(clean(x0)[1])
+    with pytest.raises(torch.linalg.LinAlgError):  # failing at the start: nothing to fall back on
+        minimize_batched(
+            failing, torch.full((3, 2), 0.5, dtype=DT), isolate=(torch.linalg.LinAlgError,)
+        )
+
+
 def test_fit_evidence_batched_matches_separate_fits():
     datasets = [_data(12, 20, 1), _data(50, 100, 2), _data(5, 3, 3)]
     X, C = _stack(datasets)

@@ -37,7 +37,6 @@ from botorch.exceptions.errors import ModelFittingError
 from botorch.models.model import Model
 from botorch.utils.transforms import unnormalize
 from gpytorch.mlls import MarginalLogLikelihood
-from linear_operator.utils.errors import NotPSDError
 from torch import Tensor
 
 from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
@@ -48,11 +47,14 @@ from botorch_pref.loop.backends import BACKENDS, Backend, seeded
 from botorch_pref.loop.config import LoopConfig
 from botorch_pref.loop.records import AnswerRecord, Extension, Recommendation, member_data
 from botorch_pref.loop.seeding import Stream, derived_seed, uniform
+from botorch_pref.optim import FIT_ERRORS as LINALG_FIT_ERRORS
 
 __all__ = ["FIT_ERRORS", "LoopState", "ModelGroup"]
 
-#: Errors of a hyperparameter fit after which the previous hyperparameters are kept.
-FIT_ERRORS = (ModelFittingError, NotPSDError, torch.linalg.LinAlgError)
+#: Errors of a hyperparameter fit after which the previous hyperparameters are kept (the
+#: batched fit charges linear-algebra errors to the failing members alone, see
+#: :func:`~botorch_pref.optim.isolating`).
+FIT_ERRORS = (ModelFittingError, *LINALG_FIT_ERRORS)
 
 
 @dataclass
