@@ -357,7 +357,8 @@ class LoopState:
             ``(x_unit, mean, std)``: the design in the unit cube (see :meth:`mean_maximisers`),
             its posterior mean and std.
         """
-        x = self.mean_maximisers(self.group_of(r))[0]
+        group = self.group_of(r)
+        x = self.mean_maximisers(group)[group.members.index(r)]
         mean, std = self.moments(r, x.unsqueeze(0))
         return x, mean[0], std[0]
 
