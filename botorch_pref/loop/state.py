@@ -154,9 +154,7 @@ class LoopState:
             X = acqf.to_box(X).clamp(0.0, 1.0)
         X = self.from_unit(X)
         if champions is not None:
-            first = torch.stack(
-                [self.record.X_user[r, i] for r, i in zip(group.members, champions, strict=True)]
-            )
+            first = self.designs_at(group.members, champions, unit=False)
             X = torch.cat([first.unsqueeze(-2), X], dim=-2)
         return X
 
@@ -184,11 +182,8 @@ class LoopState:
             return make_qeubo(group.model, cfg.mc_samples, seed=seed), cfg.q, None
         if cfg.strategy == "random":
             raise ValueError(f"strategy {cfg.strategy!r} has no acquisition function.")
-        means = self.means(group.members)
-        champions = [int(m.argmax()) for m in means]
-        X = torch.stack(
-            [self.record.X_unit[r, i] for r, i in zip(group.members, champions, strict=True)]
-        )
+        champions = self.champions(group.members)
+        X = self.designs_at(group.members, champions)
         acqf = ChampionChallenger(
             group.model, X if self.backend.batched else X[0], variant=cfg.champion_variant, log=True
         )
@@ -380,10 +375,7 @@ class LoopState:
             x = self.backend.optimize(
                 PosteriorMean(group.model), seeds, k, cfg, 1, stream=Stream.RECOMMEND
             )
-        best = [int(m.argmax()) for m in self.means(members)]
-        compared = torch.stack(
-            [self.record.X_unit[r, i] for r, i in zip(members, best, strict=True)]
-        )
+        compared = self.designs_at(members, self.champions(members))
         X = torch.stack([compared, x[:, 0].clamp(0.0, 1.0)], dim=-2)  # members x 2 x d
         with torch.no_grad():
             post = group.model.posterior(X if self.backend.batched else X[0])
@@ -420,8 +412,20 @@ class LoopState:
 
     def recommend(self) -> Tensor:
         """Each member's recommendation: ``R x d`` designs in user units."""
-        best = [int(m.argmax()) for m in self.means()]
-        return torch.stack([self.record.X_user[r, i] for r, i in enumerate(best)])
+        members = range(self.n_members)
+        return self.designs_at(members, self.champions(members), unit=False)
+
+    def champions(self, members: Sequence[int]) -> list[int]:
+        """Each member's champion: the index of its compared design with the highest posterior
+        mean (the current recommendation)."""
+        return [int(m.argmax()) for m in self.means(members)]
+
+    def designs_at(
+        self, members: Sequence[int], indices: Sequence[int], unit: bool = True
+    ) -> Tensor:
+        """Design ``indices[j]`` of member ``members[j]``, stacked (unit cube or user units)."""
+        X = self.record.X_unit if unit else self.record.X_user
+        return torch.stack([X[r, i] for r, i in zip(members, indices, strict=True)])
 
 
 def refresh(model: Model, X_unit: Tensor) -> None:

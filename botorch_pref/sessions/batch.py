@@ -276,9 +276,10 @@ def _continues(state: LoopState, members: Sequence[Member]) -> bool:
 
 def _recommendations(state: LoopState) -> list[Recommendation]:
     """Each member's compared design with the highest posterior mean, with its mean and std."""
-    index = [int(m.argmax()) for m in state.means()]
+    members = range(state.n_members)
+    index = state.champions(members)
     record = state.record
-    X = torch.stack([record.X_unit[r, i] for r, i in enumerate(index)]).unsqueeze(-2)
+    X = state.designs_at(members, index).unsqueeze(-2)
     with torch.no_grad():
         posterior = state.groups[0].model.posterior(X)  # R x 1 x d: member r at its design
         mean = posterior.mean.reshape(-1)
