@@ -69,7 +69,7 @@ def run_ours(problem: str, strategy: str, R: int, queries: int, seed: int, scale
     return {
         "log_regret": lr.tolist(),
         "anywhere_after": after,
-        "log_regret_anywhere": res.log_regret_anywhere().tolist(),
+        "log_regret_anywhere": res.log_regret_anywhere().tolist() if after else [],
         "seconds_per_query": float(res.seconds[res.n_initial :].mean()) / R,
         "seeds": res.seeds,
     }
