@@ -2,7 +2,9 @@
 
 Both run the qEUBO protocol's first 6 acquisition queries (EUBO, d q restarts, 30 d q raw
 samples) on the same seeds in one process, one after the other, so that the machine's load
-affects both alike: ``python benchmarks/suite_timing.py``.
+affects both alike: ``python benchmarks/suite_timing.py``. ``--queries N`` runs ``N``
+acquisition queries instead (the median then covers the later queries too, whose models hold
+more answers): ``python benchmarks/suite_timing.py --queries 50``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import suite_anchor
 QUERIES = 6
 
 
-def ours(problem: str, seed: int, scale: float) -> float:
+def ours(problem: str, seed: int, scale: float, queries: int = QUERIES) -> float:
     """Median seconds of an acquisition query (ask, tell, best) of ``PreferenceOptimizer``."""
     f = get_utility(problem)
     d = f.dim
@@ -35,7 +37,7 @@ def ours(problem: str, seed: int, scale: float) -> float:
         bounds, n_initial=4 * d, seed=seed, num_restarts=2 * d, raw_samples=60 * d
     )
     secs = []
-    for _ in range(4 * d + QUERIES):
+    for _ in range(4 * d + queries):
         t0 = time.perf_counter()
         X = opt.ask()
         opt.tell(X, int(user.choose(X)))
@@ -44,8 +46,14 @@ def ours(problem: str, seed: int, scale: float) -> float:
     return statistics.median(secs[4 * d :])
 
 
-def main() -> int:
-    """Print one line per problem and seed."""
+def main(argv: list[str]) -> int:
+    """Print one line per problem and seed (``--queries N``: acquisition queries per run)."""
+    queries = QUERIES
+    if argv[:1] == ["--queries"] and len(argv) == 2 and argv[1].isdigit() and int(argv[1]) > 0:
+        queries = int(argv[1])
+    elif argv:
+        print("usage: python benchmarks/suite_timing.py [--queries N]", file=sys.stderr)
+        return 2
     warnings.filterwarnings("ignore")
     suite_anchor.CACHE = Path(__file__).resolve().parent / "out" / "anchor-timing"
     for problem in ("hartmann6", "branin"):
@@ -53,9 +61,9 @@ def main() -> int:
         for seed in (100, 101):
             for path in suite_anchor.CACHE.glob("*"):
                 path.unlink()
-            run = suite_anchor.run_anchor(problem, "eubo", seed, queries=QUERIES, scale=scale)
+            run = suite_anchor.run_anchor(problem, "eubo", seed, queries=queries, scale=scale)
             theirs = statistics.median(run["seconds"])
-            mine = ours(problem, seed, scale)
+            mine = ours(problem, seed, scale, queries)
             ratio = theirs / mine
             line = f"s/query BoTorch's pipeline {theirs:.2f}, ours {mine:.2f}, ratio {ratio:.1f}"
             print(f"{problem} seed {seed}: {line}", flush=True)
@@ -63,4 +71,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
