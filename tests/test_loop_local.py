@@ -9,8 +9,9 @@ import torch
 from botorch.acquisition import PosteriorMean
 
 from botorch_pref import PairwiseLaplaceGP
-from botorch_pref.acquisition import LocalBox, local_box
-from botorch_pref.loop import LoopConfig, PreferenceOptimizer
+from botorch_pref.acquisition import LocalBox, local_box, near_boundary
+from botorch_pref.loop import LoopConfig, LoopState, PreferenceOptimizer
+from botorch_pref.loop.answers import Answer
 
 DT = torch.float64
 
@@ -29,6 +30,18 @@ def test_local_box_clips_to_the_unit_cube():
     assert torch.allclose(upper, torch.tensor([[1.0, 0.6], [0.12, 0.2]], dtype=DT))
     with pytest.raises(ValueError, match="radius"):
         local_box(torch.zeros(1, 2), 0.0)
+
+
+def test_near_boundary_flags_exactly_the_centres_whose_box_is_clipped():
+    center = torch.rand(300, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
+    center[:4] = torch.tensor([[0.5] * 3, [0.05, 0.5, 0.95], [0.0, 0.5, 0.5], [0.5, 0.5, 1.0]])
+    for radius in (0.05, 0.2):
+        lower, upper = local_box(center, radius)
+        clipped = ((lower != center - radius) | (upper != center + radius)).any(-1)
+        assert torch.equal(near_boundary(center, radius), clipped)
+    assert near_boundary(center[:4], 0.05).tolist() == [False, False, True, True]
+    with pytest.raises(ValueError, match="margin"):
+        near_boundary(center, -0.1)
 
 
 def test_local_box_evaluates_the_acquisition_at_the_mapped_points():
@@ -65,6 +78,8 @@ def test_local_box_rejects_bad_bounds(lower, upper, message):
         ({"local_every": 2, "strategy": "random"}, "local_every"),
         ({"local_every": 2, "strategy": "qeubo", "q": 3}, "q = 2"),
         ({"local_every": 1.5}, "local_every"),
+        ({"local_when": "sometimes"}, "local_when"),
+        ({"local_when": None}, "local_when"),
         ({"local_radius": 0.0}, "local_radius"),
         ({"local_radius": 0.6}, "local_radius"),
         ({"local_radius": math.nan}, "local_radius"),
@@ -97,7 +112,7 @@ def test_local_queries_by_default_for_pairs_only():
 def test_local_queries_stay_near_the_best_compared_design(strategy):
     bounds = torch.tensor([[-5.0, 0.0], [10.0, 15.0]], dtype=DT)
     opt = PreferenceOptimizer(
-        bounds, strategy, n_initial=4, local_every=1, local_radius=0.05, seed=3
+        bounds, strategy, n_initial=4, local_every=1, local_radius=0.05, local_when="always", seed=3
     )
     width = bounds[1] - bounds[0]
     for _ in range(8):
@@ -109,3 +124,48 @@ def test_local_queries_stay_near_the_best_compared_design(strategy):
             assert bool(((X - center).abs() <= 0.05 * width + 1e-9).all()), (X, center)
         utility = -((X - torch.tensor([9.4, 2.5], dtype=DT)) ** 2).sum(-1)
         opt.tell(X, winner=int(utility.argmax()))
+
+
+BRANIN_BOX = torch.tensor([[-5.0, 0.0], [10.0, 15.0]], dtype=DT)
+
+
+@pytest.mark.parametrize("peak", [(9.9, 2.5), (2.5, 7.5)])
+def test_a_due_local_query_is_asked_only_around_a_champion_near_the_edge(peak):
+    """``local_when="edge"`` (the default): local where the champion's box is clipped, else
+    the global EUBO pair."""
+    opt = PreferenceOptimizer(BRANIN_BOX, "eubo", n_initial=4, local_every=1, seed=5)
+    kinds = []
+    for _ in range(12):
+        X = opt.ask()
+        if opt.n_queries >= 4:
+            champion = opt.best().x
+            edge = bool(near_boundary(opt.to_unit(champion).unsqueeze(0), 0.05))
+            assert isinstance(opt.acquisition_function()[0], LocalBox) == edge
+            assert torch.equal(X[0], champion) == edge
+            kinds.append(edge)
+        utility = -((X - torch.tensor(peak, dtype=DT)) ** 2).sum(-1)
+        opt.tell(X, winner=int(utility.argmax()))
+    # the edge peak ends with local queries, the interior one with global queries
+    assert kinds[-1] == (peak[0] > 9.5)
+
+
+def test_members_of_a_batched_group_each_get_their_own_kind_of_query():
+    config = LoopConfig(2, "eubo", n_initial=3, local_every=1, seed=0)
+    state = LoopState(config, BRANIN_BOX, seeds=[0, 1, 2, 3], backend="batched")
+    peaks = torch.tensor([[10.0, 2.5], [2.5, 7.5], [-5.0, 15.0], [4.0, 5.0]], dtype=DT)
+    mixed = 0
+    for k in range(10):
+        if k >= 3:
+            members = list(range(4))
+            champions = state.designs_at(members, state.champions(members), unit=False)
+            edge = near_boundary(state.designs_at(members, state.champions(members)), 0.05)
+            mixed += bool(edge.any()) and not bool(edge.all())
+        X = state.propose()
+        for r in range(4 if k >= 3 else 0):
+            assert torch.equal(X[r, 0], champions[r]) == bool(edge[r]), (k, r)
+            if edge[r]:  # the challenger lies in the champion's box
+                half = 0.05 * (BRANIN_BOX[1] - BRANIN_BOX[0]) + 1e-9
+                assert bool(((X[r, 1] - champions[r]).abs() <= half).all())
+        winners = [int((-((x - p) ** 2).sum(-1)).argmax()) for x, p in zip(X, peaks, strict=True)]
+        state.record_answers(list(X), [Answer("winner", w) for w in winners])
+    assert mixed > 0  # the members disagreed on some query

@@ -483,9 +483,9 @@ def test_import_from_a_missing_file(tmp_path, session):
 
 
 def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
-    """A new session stores the kernel and local-query schedule it resolved; one stored without
-    them (made before they were settings) resumes with the RBF kernel and no local queries, as
-    it was created, not with today's defaults."""
+    """A new session stores the kernel and local-query settings it resolved; one stored without
+    them (made before they were settings) resumes as it was created, not with today's
+    defaults: the RBF kernel and no local queries, or local queries whenever due."""
     from botorch_pref.loop import LoopConfig
     from botorch_pref.loop.config import DEFAULT_KERNEL
 
@@ -494,25 +494,36 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
     s = Session.create(path, "new", PARAMS, **eubo)
     assert s.settings["kernel"] == DEFAULT_KERNEL
     assert s.settings["local_every"] == LoopConfig(len(PARAMS)).local_every > 0
+    assert s.settings["local_when"] == "edge"
     s.close()
     s = Session.create(path, "chosen", PARAMS, kernel="rbf", local_every=3, **eubo)
     s.close()
     Session.create(path, "old", PARAMS, **eubo).close()
+    Session.create(path, "older", PARAMS, **eubo).close()
     con = sqlite3.connect(path)
-    options = json.loads(
-        con.execute("SELECT options FROM sessions WHERE name = 'old'").fetchone()[0]
-    )
-    del options["kernel"], options["local_every"]
-    with con:
-        con.execute("UPDATE sessions SET options = ? WHERE name = 'old'", (json.dumps(options),))
+    for name, drop in (
+        ("old", ("local_when",)),
+        ("older", ("kernel", "local_every", "local_when")),
+    ):
+        options = json.loads(
+            con.execute("SELECT options FROM sessions WHERE name = ?", (name,)).fetchone()[0]
+        )
+        for key in drop:
+            del options[key]
+        with con:
+            con.execute(
+                "UPDATE sessions SET options = ? WHERE name = ?", (json.dumps(options), name)
+            )
     con.close()
     default_every = LoopConfig(len(PARAMS)).local_every
-    for name, kernel, every in (
-        ("new", DEFAULT_KERNEL, default_every),
-        ("chosen", "rbf", 3),
-        ("old", "rbf", 0),
+    for name, kernel, every, when in (
+        ("new", DEFAULT_KERNEL, default_every, "edge"),
+        ("chosen", "rbf", 3, "edge"),
+        ("old", DEFAULT_KERNEL, default_every, "always"),
+        ("older", "rbf", 0, "always"),
     ):
         with Session.open(path, name) as s:
             assert s.settings["kernel"] == kernel
             assert s.settings["local_every"] == every
+            assert s.settings["local_when"] == when
             assert len(s.ask().options) == 2

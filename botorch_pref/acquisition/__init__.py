@@ -3,7 +3,7 @@
 from botorch_pref.acquisition.champion import ChampionChallenger, champion, champion_index
 from botorch_pref.acquisition.eubo import LaplaceEUBO, LaplaceQEUBO, make_eubo, make_qeubo
 from botorch_pref.acquisition.improvement import expected_improvement, log_expected_improvement
-from botorch_pref.acquisition.local import LocalBox, local_box
+from botorch_pref.acquisition.local import LocalBox, local_box, near_boundary
 from botorch_pref.acquisition.moments import (
     RBFMoments,
     correlation,
@@ -27,6 +27,7 @@ __all__ = [
     "log_expected_improvement",
     "make_eubo",
     "make_qeubo",
+    "near_boundary",
     "rbf_predictive_moments",
     "supports_rbf_moments",
 ]

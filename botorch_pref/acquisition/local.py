@@ -15,6 +15,11 @@ the best pair *near* the incumbent is asked about. :class:`LocalBox` maps the un
 ``B`` affinely, :math:`x \mapsto \ell + (u - \ell)\,x`, which lets any unit-cube optimiser
 (BoTorch's ``optimize_acqf``, :func:`~botorch_pref.optim.optimize_acqf_batched`) search ``B``
 unchanged; :func:`local_box` builds the bounds.
+
+The stall needs a champion on or next to the boundary; around an interior champion a global
+acquisition already pairs it with its neighbourhood's best rivals, and a local query only spends
+an answer near a design the model already ranks well. :func:`near_boundary` tells the two
+apart: it flags the champions whose box :math:`B` the cube clips.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 from botorch.acquisition import AcquisitionFunction
 from torch import Tensor
 
-__all__ = ["LocalBox", "local_box"]
+__all__ = ["LocalBox", "local_box", "near_boundary"]
 
 
 def local_box(center: Tensor, radius: float) -> tuple[Tensor, Tensor]:
@@ -38,6 +43,25 @@ def local_box(center: Tensor, radius: float) -> tuple[Tensor, Tensor]:
     if not radius > 0:
         raise ValueError(f"radius must be positive, got {radius}.")
     return (center - radius).clamp(0.0, 1.0), (center + radius).clamp(0.0, 1.0)
+
+
+def near_boundary(center: Tensor, margin: float) -> Tensor:
+    r"""Whether each centre lies within ``margin`` of the unit cube's boundary.
+
+    Centre :math:`c` is near the boundary when :math:`\min(c_i, 1 - c_i) < \text{margin}` for
+    some coordinate :math:`i`; with ``margin`` the half-width :math:`\rho` of
+    :func:`local_box`, that is exactly when the cube clips the box around :math:`c`.
+
+    Args:
+        center: ``m x d`` centres on the unit cube.
+        margin: The distance, ``>= 0``.
+
+    Returns:
+        ``m`` booleans.
+    """
+    if not margin >= 0:
+        raise ValueError(f"margin must be non-negative, got {margin}.")
+    return ((center < margin) | (center > 1.0 - margin)).any(-1)
 
 
 class LocalBox(AcquisitionFunction):

@@ -31,16 +31,19 @@ Defaults and why:
   ``benchmarks/RESULTS.md``) it gave better questions on average and on most problems there
   (not on all). The lengthscale prior (``"gamma"``) and the probit link stay: the alternatives
   measured no better.
-* ``local_every = 2``, ``local_radius = 0.05`` for pair queries: every second acquisition
-  query is a *local* one, the champion (the compared design with the highest posterior mean,
-  the current recommendation) against the challenger that maximises the champion-challenger
-  acquisition within the box of half-width 0.05 around it on the unit cube. A global
-  acquisition never asks about a design a short step from the champion: their difference has
-  a small posterior variance, so EUBO prefers far-away partners, and where the kernel
-  extrapolates a rising utility onto the boundary (Branin's optimum lies 0.04 from its
-  ``x1 = 10`` edge) the recommendation stalls on the edge. The local query compares the
-  champion with its neighbourhood directly, so a better design next to it is found and
-  recommended (figures in ``benchmarks/RESULTS.md``). Queries of ``q > 2`` options have none.
+* ``local_every = 2``, ``local_radius = 0.05``, ``local_when = "edge"`` for pair queries:
+  every second acquisition query is a *local* one when the champion (the compared design with
+  the highest posterior mean, the current recommendation) lies within 0.05 of the boundary on
+  the unit cube: the champion against the challenger that maximises the champion-challenger
+  acquisition within the box of half-width 0.05 around it. A global acquisition never asks
+  about a design a short step from the champion: their difference has a small posterior
+  variance, so EUBO prefers far-away partners, and where the kernel extrapolates a rising
+  utility onto the boundary (Branin's optimum lies 0.04 from its ``x1 = 10`` edge) the
+  recommendation stalls on the edge. The local query compares the champion with its
+  neighbourhood directly, so a better design next to it is found and recommended. Around an
+  interior champion the stall cannot happen, and the query stays global (``local_when =
+  "always"`` makes it local there too, which costs a little on problems with an interior
+  optimum); figures in ``benchmarks/RESULTS.md``. Queries of ``q > 2`` options have none.
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ DEFAULT_KERNEL = "matern32"
 DEFAULT_LOCAL_EVERY = 2
 #: The half-width of a local query's box on the unit cube.
 DEFAULT_LOCAL_RADIUS = 0.05
+#: When a due local query is asked: ``"edge"``, only around a champion within
+#: ``local_radius`` of the boundary (else the query is global), or ``"always"``.
+LOCAL_WHEN = ("edge", "always")
 #: The lengthscale priors of the Laplace models' kernel.
 LENGTHSCALE_PRIORS = ("gamma", "dim_scaled")
 
@@ -141,6 +147,9 @@ class LoopConfig:
             (:data:`DEFAULT_LOCAL_EVERY` for pair queries, ``0`` for ``q > 2`` and random
             queries). Local queries are pairs: ``q`` must be 2.
         local_radius: The half-width of a local query's box, in ``(0, 0.5]``.
+        local_when: ``"edge"``: a due local query is asked only of a member whose champion
+            lies within ``local_radius`` of the unit cube's boundary (its box is clipped),
+            the others get a global query; ``"always"``: of every member.
         device: Device of the model and of every tensor the loop returns.
         dtype: ``torch.float64`` or ``torch.float32``.
         seed: Seed of all randomness; ``None`` draws one from torch's global generator.
@@ -164,6 +173,7 @@ class LoopConfig:
     link: str = "probit"
     local_every: int | None = None
     local_radius: float = DEFAULT_LOCAL_RADIUS
+    local_when: str = "edge"
     device: torch.device | str | None = None
     dtype: torch.dtype = torch.float64
     seed: int | None = None
@@ -196,7 +206,8 @@ class LoopConfig:
         return k <= self.refit_all_until or k % self.refit_every == 0
 
     def local_due(self, k: int) -> bool:
-        """Whether query ``k`` is a local one (every ``local_every``-th acquisition query)."""
+        """Whether query ``k`` is due to be local (every ``local_every``-th acquisition query;
+        with ``local_when="edge"`` only members with a champion near the boundary ask one)."""
         if not self.local_every or k < self.n_initial:
             return False
         return (k - self.n_initial) % self.local_every == self.local_every - 1
@@ -327,6 +338,10 @@ def _local_settings(config: LoopConfig, q: int) -> tuple[int, float]:
     radius = config.local_radius
     if isinstance(radius, bool) or not isinstance(radius, (int, float)) or not 0 < radius <= 0.5:
         raise ValueError(f"local_radius must be a number in (0, 0.5], got {radius!r}.")
+    if config.local_when not in LOCAL_WHEN:
+        raise ValueError(
+            f"local_when must be one of {', '.join(LOCAL_WHEN)}; got {config.local_when!r}."
+        )
     return local_every, float(radius)
 
 

@@ -57,7 +57,7 @@ from botorch_pref.loop.records import (
     check_query,
     same_record,
 )
-from botorch_pref.loop.state import LoopState, refresh
+from botorch_pref.loop.state import LoopState
 from botorch_pref.models.factories import ModelFactory
 
 __all__ = ["PreferenceOptimizer", "Recommendation"]
@@ -123,6 +123,7 @@ class PreferenceOptimizer:
         local_every: Every this many-th acquisition query is local (``None``: never): see
             :class:`~botorch_pref.loop.LoopConfig`.
         local_radius: The half-width of a local query's box on the unit cube, in ``(0, 0.5]``.
+        local_when: ``"edge"`` or ``"always"``: see :class:`~botorch_pref.loop.LoopConfig`.
         device: Device of the model and of every tensor returned (default: ``bounds``'s).
         dtype: Floating dtype of the model and of every tensor returned (default float64).
         seed: Seed of all randomness; ``None`` draws one from torch's global generator (see
@@ -147,6 +148,7 @@ class PreferenceOptimizer:
     link = _setting("link", "The pair likelihood's link.")
     local_every = _setting("local_every", "Every this many-th acquisition query is local.")
     local_radius = _setting("local_radius", "The half-width of a local query's box.")
+    local_when = _setting("local_when", "When a due local query is asked: 'edge' or 'always'.")
     seed = _setting("seed", "The seed of all randomness.")
     device = _setting("device", "Device of the model and of every tensor returned.")
     dtype = _setting("dtype", "Dtype of the model and of every tensor returned.")
@@ -172,6 +174,7 @@ class PreferenceOptimizer:
         link: str = "probit",
         local_every: int | None = None,
         local_radius: float = DEFAULT_LOCAL_RADIUS,
+        local_when: str = "edge",
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float64,
         seed: int | None = None,
@@ -200,6 +203,7 @@ class PreferenceOptimizer:
             link=link,
             local_every=local_every,
             local_radius=local_radius,
+            local_when=local_when,
             device=device,
             dtype=dtype,
             seed=seed,
@@ -289,12 +293,9 @@ class PreferenceOptimizer:
 
     # ---------------------------------------------------------------- ask/tell
     def ask(self) -> Tensor:
-        """The next query: a ``q x d`` tensor of distinct designs inside ``bounds``.
+        """The next query: ``q x d`` distinct designs inside ``bounds``, in user units.
 
         Until it is answered with :meth:`tell`, repeated calls return the same query.
-
-        Returns:
-            The query in user units.
         """
         if self._pending is None:
             self._pending = self._state.propose()[0]
@@ -481,11 +482,8 @@ class PreferenceOptimizer:
                     X, winner, ranking, tie, refit=not deferred, update_models=not deferred
                 )
                 if h is not None and k == h.n_answers:
-                    self._state.update_models()
+                    self._state.adopt(h)
                     deferred = False
-                    h.load_into(self.model)
-                    self._state.fitted_at = h.n_answers
-                    refresh(self.model, self._state.record.designs(0, unit=True))
         finally:
             if deferred:  # a bad record: the answers before it are kept, the model catches up
                 self._state.update_models()

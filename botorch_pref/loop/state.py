@@ -40,11 +40,12 @@ from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
 from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
-from botorch_pref.acquisition.local import LocalBox, local_box
+from botorch_pref.acquisition.local import LocalBox, local_box, near_boundary
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.loop.answers import Answer
 from botorch_pref.loop.backends import BACKENDS, Backend, seeded
 from botorch_pref.loop.config import LoopConfig
+from botorch_pref.loop.hyperparameters import Hyperparameters
 from botorch_pref.loop.records import AnswerRecord, Extension, Recommendation, member_data
 from botorch_pref.loop.seeding import Stream, derived_seed, uniform
 from botorch_pref.optim import FIT_ERRORS as LINALG_FIT_ERRORS
@@ -146,8 +147,19 @@ class LoopState:
         return uniform(n, cfg.dim, seed, k, stream, dtype=cfg.dtype, device=cfg.device)
 
     def _acquire(self, group: ModelGroup, k: int) -> Tensor:
-        """The maximisers of ``group``'s acquisition function: ``members x q x d`` user units."""
-        acqf, q_opt, champions = self.acquisition(group, k)
+        """The maximisers of ``group``'s acquisition function: ``members x q x d`` user units.
+
+        Where the members of a batched group disagree on whether query ``k`` is local, both
+        kinds are optimised (each member on its own seeds) and each member keeps its own kind.
+        """
+        local = self.local_members(group, k)
+        if bool(local.all()) or not bool(local.any()):
+            return self._acquire_as(group, k, bool(local.any()))
+        X_global, X_local = (self._acquire_as(group, k, kind) for kind in (False, True))
+        return torch.where(local.to(X_local.device)[:, None, None], X_local, X_global)
+
+    def _acquire_as(self, group: ModelGroup, k: int, local: bool) -> Tensor:
+        acqf, q_opt, champions = self.acquisition(group, k, local)
         seeds = [self.seeds[r] for r in group.members]
         X = self.backend.optimize(acqf, seeds, k, self.config, q_opt)
         if isinstance(acqf, LocalBox):
@@ -158,15 +170,33 @@ class LoopState:
             X = torch.cat([first.unsqueeze(-2), X], dim=-2)
         return X
 
+    def local_members(self, group: ModelGroup, k: int) -> Tensor:
+        """Which members of ``group`` ask a local query at query ``k`` (``members`` booleans).
+
+        Those due one (:meth:`~botorch_pref.loop.config.LoopConfig.local_due`) whose champion
+        lies near the boundary (:func:`~botorch_pref.acquisition.local.near_boundary`), or all
+        members due one with ``local_when="always"``.
+        """
+        cfg, members = self.config, group.members
+        if not cfg.local_due(k) or cfg.local_when == "always":
+            return torch.full((len(members),), cfg.local_due(k))
+        center = self.designs_at(members, self.champions(members))
+        return near_boundary(center, cfg.local_radius).cpu()
+
     def acquisition(
-        self, group: ModelGroup, k: int
+        self, group: ModelGroup, k: int, local: bool | None = None
     ) -> tuple[AcquisitionFunction, int, list[int] | None]:
         """``group``'s acquisition function for query ``k`` (on the unit cube).
 
-        For a local query (:meth:`~botorch_pref.loop.config.LoopConfig.local_due`) it is the
-        champion-challenger acquisition seen through a
+        For a local query it is the champion-challenger acquisition seen through a
         :class:`~botorch_pref.acquisition.local.LocalBox` around each member's champion: its
         unit-cube maximiser maps into the box with ``acqf.to_box``.
+
+        Args:
+            group: The members' model group.
+            k: The query number.
+            local: Whether the query is local; ``None``: whether any member asks a local one
+                (:meth:`local_members`).
 
         Returns:
             ``(acqf, q_opt, champions)``: the acquisition function, the number of points it
@@ -174,7 +204,8 @@ class LoopState:
             index among the member's designs), else ``None``.
         """
         cfg = self.config
-        local = cfg.local_due(k)
+        if local is None:
+            local = bool(self.local_members(group, k).any())
         if cfg.strategy == "eubo" and not local:
             return make_eubo(group.model), 2, None
         if cfg.strategy == "qeubo" and not local:
@@ -251,6 +282,15 @@ class LoopState:
             self._build(ext, False, self.n_answers)
         else:
             self._update(ext, False, self.n_answers)
+
+    def adopt(self, hyperparameters: Hyperparameters) -> None:
+        """Update the models with the record's data and load stored ``hyperparameters`` into
+        the first group's model, as if it had been fitted after their ``n_answers`` answers."""
+        self.update_models()
+        model = self.groups[0].model
+        hyperparameters.load_into(model)
+        self.fitted_at = hyperparameters.n_answers
+        refresh(model, self.record.designs(0, unit=True))
 
     def _inputs(self, members: list[int], ext: Extension) -> tuple[Tensor, Tensor | PreferenceData]:
         """A group's model inputs: unit-cube designs and observations."""

@@ -42,6 +42,7 @@ OPTIMIZER_OPTIONS = (
     "link",
     "local_every",
     "local_radius",
+    "local_when",
 )
 
 #: The kernel of sessions stored before the kernel was a setting (the RBF kernel was the only
@@ -150,7 +151,7 @@ def check_settings(
         opt = PreferenceOptimizer(bounds, strategy=strategy, q=q, seed=seed, **options)
     except (TypeError, ValueError) as err:
         raise SessionError(f"Bad optimiser settings: {err}") from None
-    resolved = {"kernel": opt.kernel, "local_every": opt.local_every}
+    resolved = {"kernel": opt.kernel, "local_every": opt.local_every, "local_when": opt.local_when}
     return {"strategy": opt.strategy, "q": opt.q, "seed": opt.seed, **options, **resolved}
 
 
@@ -162,10 +163,11 @@ def stored_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
     Returns:
         The options, with ``kernel`` set to :data:`LEGACY_KERNEL` for a Laplace model when the
-        session predates that setting, and ``local_every`` to ``0`` (no local queries) when
-        it predates that one.
+        session predates that setting, ``local_every`` to ``0`` (no local queries) when it
+        predates that one, and ``local_when`` to ``"always"`` (every due local query asked)
+        when it predates that one.
     """
-    options = {"local_every": 0, **options}
+    options = {"local_every": 0, "local_when": "always", **options}
     if "kernel" in options or options.get("model", "laplace") not in ("laplace", "laplace-box"):
         return options
     return {**options, "kernel": LEGACY_KERNEL}
