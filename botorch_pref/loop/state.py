@@ -159,6 +159,7 @@ class LoopState:
         return torch.where(local.to(X_local.device)[:, None, None], X_local, X_global)
 
     def _acquire_as(self, group: ModelGroup, k: int, local: bool) -> Tensor:
+        """Every member's query of one kind (local or global): ``members x q x d`` user units."""
         acqf, q_opt, champions = self.acquisition(group, k, local)
         seeds = [self.seeds[r] for r in group.members]
         X = self.backend.optimize(acqf, seeds, k, self.config, q_opt)
