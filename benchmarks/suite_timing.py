@@ -9,6 +9,7 @@ more answers): ``python benchmarks/suite_timing.py --queries 50``.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 import torch
 
 from botorch_pref import PreferenceOptimizer
+from botorch_pref.runtime import positive_int
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
@@ -48,12 +50,9 @@ def ours(problem: str, seed: int, scale: float, queries: int = QUERIES) -> float
 
 def main(argv: list[str]) -> int:
     """Print one line per problem and seed (``--queries N``: acquisition queries per run)."""
-    queries = QUERIES
-    if argv[:1] == ["--queries"] and len(argv) == 2 and argv[1].isdigit() and int(argv[1]) > 0:
-        queries = int(argv[1])
-    elif argv:
-        print("usage: python benchmarks/suite_timing.py [--queries N]", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(description="Seconds per query, BoTorch's pipeline and ours.")
+    parser.add_argument("--queries", type=positive_int, default=QUERIES)
+    queries = parser.parse_args(argv).queries
     warnings.filterwarnings("ignore")
     suite_anchor.CACHE = Path(__file__).resolve().parent / "out" / "anchor-timing"
     for problem in ("hartmann6", "branin"):
