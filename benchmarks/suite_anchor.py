@@ -6,8 +6,14 @@ end of the initial design on, and BoTorch's acquisition: ``AnalyticExpectedUtili
 (``"eubo"``, a pair) or ``qExpectedUtilityOfBestOption`` (``"qeubo"``, ``q`` options, 128
 scrambled-Sobol base samples), maximised by ``optimize_acqf`` with :math:`d q` restarts and
 :math:`30 d q` raw samples on the unit cube. The recommendation after each answer is the compared
-design with the highest posterior mean. BoTorch has no champion-challenger acquisition, so the
-anchor has none.
+design with the highest posterior mean. BoTorch's champion-challenger (``"champion-challenger"``)
+is its EUBO with the previous winner as one option
+(``AnalyticExpectedUtilityOfBestOption(previous_winner=...)``, the BOPE paper's "EUBO with the
+previous winner"): the query pairs the current recommendation with the one point ``x`` that
+maximises :math:`E[\max(g(x), g(c))]` under the joint posterior, found with :math:`d`
+restarts and :math:`30 d` raw samples. For a fixed champion this is the challenger of the
+product's joint champion-challenger acquisition (:math:`E[\max(g(x), g(c))] = \mu(c) +
+E[(g(x) - g(c))^+]`).
 
 Common random numbers with the product's loop: the initial queries are drawn by
 :func:`botorch_pref.loop.seeding.uniform` from the run's seed (the loop's own draws), the user is
@@ -39,11 +45,12 @@ from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 
 from botorch_pref.loop.seeding import Stream, derived_seed, uniform
+from botorch_pref.runtime import entry_threads
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
 CACHE = Path(__file__).resolve().parent / "out" / "anchor"
-ANCHOR_STRATEGIES = ("eubo", "qeubo")
+ANCHOR_STRATEGIES = ("eubo", "qeubo", "champion-challenger")
 
 
 def cache_path(problem: str, strategy: str, q: int, seed: int, queries: int, scale: float) -> Path:
@@ -51,9 +58,11 @@ def cache_path(problem: str, strategy: str, q: int, seed: int, queries: int, sca
     return CACHE / f"{problem}-{strategy}-q{q}-n{queries}-s{scale:.6g}-seed{seed}.json"
 
 
-def _acquisition(model: PairwiseGP, strategy: str, q: int, seed: int):
+def _acquisition(model: PairwiseGP, strategy: str, q: int, seed: int, champion: torch.Tensor):
     if strategy == "eubo":
         return AnalyticExpectedUtilityOfBestOption(pref_model=model), 2
+    if strategy == "champion-challenger":
+        return AnalyticExpectedUtilityOfBestOption(pref_model=model, previous_winner=champion), 1
     sampler = SobolQMCNormalSampler(torch.Size([128]), seed=seed)
     return qExpectedUtilityOfBestOption(pref_model=model, sampler=sampler), q
 
@@ -82,14 +91,14 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
     comps = torch.empty(0, 2, dtype=torch.long)
     regret: list[float | None] = [None] * (n0 - 1)
     seconds: list[float] = []
-    model = None
+    model = champion = None
     for k in range(n0 + queries):
         t0 = time.perf_counter()
         if k < n0:
             query = uniform(q, d, seed, k, Stream.RANDOM)
         else:
             acqf, q_opt = _acquisition(
-                model, strategy, q, derived_seed(seed, k, Stream.ACQF) % 2**31
+                model, strategy, q, derived_seed(seed, k, Stream.ACQF) % 2**31, champion
             )
             with torch.random.fork_rng(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -98,6 +107,8 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
                     acqf, unit, q=q_opt, num_restarts=d * q_opt, raw_samples=30 * d * q_opt
                 )
             query = query.detach()
+            if strategy == "champion-challenger":
+                query = torch.cat([champion, query])
         winner = int(user.choose(query))
         idx = torch.arange(len(X), len(X) + q)
         comps = torch.cat(
@@ -113,7 +124,8 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
                 fit_gpytorch_mll(mll)
             with torch.no_grad():
                 mean = model.posterior(X).mean.reshape(-1)
-            regret.append(float(utility.regret(X[int(mean.argmax())])))
+            champion = X[int(mean.argmax())].unsqueeze(0)
+            regret.append(float(utility.regret(champion[0])))
         if k >= n0:
             seconds.append(time.perf_counter() - t0)
     result = {"problem": problem, "strategy": strategy, "q": q, "seed": seed, "scale": scale,
@@ -126,16 +138,20 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
 def main(argv: list[str]) -> int:
     """``PROBLEM STRATEGY SEED...``: fill the cache, one line per run."""
     if len(argv) < 3 or argv[0] in ("-h", "--help") or not all(s.isdigit() for s in argv[2:]):
-        print("usage: python benchmarks/suite_anchor.py PROBLEM {eubo,qeubo} SEED [SEED ...]\n"
+        print("usage: python benchmarks/suite_anchor.py PROBLEM {eubo,qeubo,champion-challenger} "
+              "SEED [SEED ...]\n"
               "Runs BoTorch's PBO pipeline on the suite's protocol and caches each run under "
               f"{CACHE}.", file=sys.stderr)  # fmt: skip
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     problem, strategy, *seeds = argv
-    for s in seeds:
-        t0 = time.perf_counter()
-        r = run_anchor(problem, strategy, int(s))
-        print(f"{problem} {strategy} seed {s}: regret {r['regret'][-1]:.3g}, "
-              f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+    # One intra-op thread unless the environment says otherwise: two of these processes
+    # filling the cache side by side with torch's default threads ran several times slower.
+    with entry_threads():
+        for s in seeds:
+            t0 = time.perf_counter()
+            r = run_anchor(problem, strategy, int(s))
+            print(f"{problem} {strategy} seed {s}: regret {r['regret'][-1]:.3g}, "
+                  f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
     return 0
 
 
