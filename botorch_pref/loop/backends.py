@@ -5,10 +5,9 @@ how their models are held and solved:
 
 * :class:`SequentialBackend`: one model per member; BoTorch's ``fit_gpytorch_mll`` (maximum a
   posteriori evidence by L-BFGS-B, stopped at a relative change of :data:`FIT_FTOL`, with
-  retries from random starts) and ``optimize_acqf``
-  (raw samples, Boltzmann-selected restarts, L-BFGS-B), with torch's global generators seeded
-  per member, query and :class:`~botorch_pref.loop.seeding.Stream`. A person's run is this back
-  end with ``R = 1``.
+  retries from random starts) and ``optimize_acqf`` (raw samples, Boltzmann-selected restarts,
+  L-BFGS-B), with torch's global generators seeded per member, query and
+  :class:`~botorch_pref.loop.seeding.Stream`. A person's run is this back end with ``R = 1``.
 * :class:`BatchedBackend`: one batched model (``batch_shape = (R,)``, independent
   hyperparameters per member) for all members; one batched L-BFGS-B run fits every member
   (:func:`~botorch_pref.optim.fit_evidence_batched`) and one maximises every member's
