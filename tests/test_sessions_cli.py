@@ -369,16 +369,17 @@ def test_damaged_pages_give_a_one_line_message(db, capsys, monkeypatch):
 
 def test_a_read_only_directory_is_named_as_the_problem():
     """Before, a WAL database in a read-only directory was "not a readable session database"."""
-    folder = Path(tempfile.mkdtemp(prefix="ro-sessions-"))  # reachable by every user
+    folder = Path(tempfile.mkdtemp(prefix="ro-sessions-"))
     db = folder / "study.db"
     try:
         Session.create(db, "alice", {"x": (0.0, 1.0)}, "random", seed=0).close()
         db.chmod(0o666)
         folder.chmod(0o555)
-        # root writes anywhere: run as nobody then
-        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        # root writes anywhere: run without root's capabilities then (the same user, so the
+        # checkout and its environment stay readable wherever they live)
+        no_caps = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"]
         proc = subprocess.run(
-            [*(as_nobody if os.geteuid() == 0 else []), sys.executable, "-m", "botorch_pref.cli",
+            [*(no_caps if os.geteuid() == 0 else []), sys.executable, "-m", "botorch_pref.cli",
              "session", "status", str(db), "alice"],
             capture_output=True,
             text=True,
