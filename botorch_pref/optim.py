@@ -36,7 +36,6 @@ from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
 __all__ = [
     "FIT_ERRORS",
-    "FIT_FTOL",
     "fit_evidence_batched",
     "isolating",
     "minimize_batched",
@@ -47,14 +46,6 @@ __all__ = [
 #: the members whose hyperparameters raise them (:func:`isolating`), so one member's failing
 #: trial step does not end every member's fit.
 FIT_ERRORS = (torch.linalg.LinAlgError, NotPSDError)
-
-#: The hyperparameter fits' stopping test, in both of the loop's back ends: L-BFGS-B stops once
-#: an iteration lowers the negative log posterior of the hyperparameters by less than this
-#: fraction of its value (SciPy's ``ftol``; its default, 2.2e-9, asks for about 1e-7 nats on a
-#: typical evidence and spends three or more evaluations of the evidence confirming an optimum
-#: a warm start already sits at). At 1e-6 a fit stops within about 1e-4 nats of the optimum,
-#: far inside the evidence's own uncertainty about the hyperparameters.
-FIT_FTOL = 1e-6
 
 
 def minimize_batched(
@@ -211,9 +202,7 @@ def _member_log_prior(model: torch.nn.Module, size: int) -> Tensor:
     return total if total is not None else torch.zeros(size)
 
 
-def fit_evidence_batched(
-    model: PairwiseLaplaceGP, *, maxiter: int = 200, ftol: float = FIT_FTOL
-) -> Tensor:
+def fit_evidence_batched(model: PairwiseLaplaceGP, *, maxiter: int = 200) -> Tensor:
     r"""Fit each member's hyperparameters by maximum a posteriori Laplace evidence, at once.
 
     Member ``i`` maximises :math:`\log Z_i(\theta_i) + \log p(\theta_i)`, independently of the
@@ -226,18 +215,10 @@ def fit_evidence_batched(
         model: A :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with ``batch_shape
             = (b,)`` and batched hyperparameters.
         maxiter: Maximum L-BFGS-B iterations.
-        ftol: Each member's stopping test: a relative decrease of its objective below this
-            (:data:`FIT_FTOL`, as the sequential fitter).
 
     Returns:
         The ``b`` maximised objectives (evidence plus log-priors).
-
-    Raises:
-        ValueError: For a model without a one-dimensional batch shape, hyperparameters not
-            batched over its members, or an ``ftol`` outside ``(0, 1)``.
     """
-    if not 0.0 < ftol < 1.0:
-        raise ValueError(f"ftol must lie in (0, 1), got {ftol!r}.")
     if len(model.batch_shape) != 1:
         raise ValueError(
             f"fit_evidence_batched needs a model with batch_shape (b,), got {model.batch_shape}."
@@ -260,8 +241,7 @@ def fit_evidence_batched(
                 p.copy_(chunk.reshape(p.shape))
         return -_evidence_with_params(model, params, x, sizes, b)
 
-    factr = ftol / np.finfo(float).eps
-    x, values = minimize_batched(objective, x0, maxiter=maxiter, factr=factr, isolate=FIT_ERRORS)
+    x, values = minimize_batched(objective, x0, maxiter=maxiter, isolate=FIT_ERRORS)
     with torch.no_grad():
         for p, chunk in zip(params, x.split(sizes, dim=-1), strict=True):
             p.copy_(chunk.reshape(p.shape))

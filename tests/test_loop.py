@@ -11,10 +11,9 @@ from linear_operator.utils.errors import NotPSDError
 from botorch_pref import PairwiseLaplaceGP, PreferenceOptimizer, QueryRecord
 from botorch_pref.likelihoods import ObservationKind, Ranking
 from botorch_pref.loop import LoopConfig
-from botorch_pref.loop.backends import BatchedBackend, SequentialBackend
+from botorch_pref.loop.backends import SequentialBackend
 from botorch_pref.models.factories import laplace_model
 from botorch_pref.models.kernels import make_covar_module
-from botorch_pref.optim import fit_evidence_batched
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import SimulatedUser
 
@@ -474,30 +473,21 @@ def test_a_failed_refit_keeps_the_hyperparameters_and_records_the_answer(monkeyp
     assert torch.allclose(got, want, atol=1e-8)
 
 
-@pytest.mark.parametrize("backend", [SequentialBackend(), BatchedBackend()], ids=["seq", "batch"])
-def test_the_loops_refit_stops_near_the_optimum_of_the_evidence(backend):
-    # Both back ends stop their fits early (FIT_FTOL); what they leave on the table must be
-    # negligible: a fit from there with a far tighter stopping test gains under 1e-3 nats (all
-    # members together) and moves no hyperparameter by more than a percent.
-    def utility(X: torch.Tensor) -> torch.Tensor:
-        return -(X - X.new_tensor([0.3, 0.7])).square().sum(-1) * 10
-
-    members = 2 if backend.batched else 1
-    data = [random_comparisons(40, 60, noise=0.3, seed=s, utility=utility) for s in range(members)]
-    X, comparisons = (torch.stack(parts) for parts in zip(*data, strict=True))
-    if not backend.batched:
-        X, comparisons = X[0], comparisons[0]
+def test_the_sequential_refit_stops_near_the_optimum_of_the_evidence():
+    # The loop's fitter stops early (FIT_FTOL); what it leaves on the table must be negligible:
+    # a fit from there with a far tighter stopping test gains under 1e-3 nats and moves no
+    # hyperparameter by more than a percent.
+    X, comparisons = random_comparisons(
+        40, 60, noise=0.3, utility=lambda X: -(X - X.new_tensor([0.3, 0.7])).square().sum(-1) * 10
+    )
     model, mll = laplace_model(X, comparisons, base_kernel="matern32")
 
     def hypers() -> torch.Tensor:
         return torch.cat([p.detach().reshape(-1) for p in model.covar_module.parameters()])
 
-    backend.fit(mll, list(range(members)), 1, LoopConfig(2, seed=0))
+    SequentialBackend().fit(mll, [0], 1, LoopConfig(2, seed=0))
     stopped, stopped_hypers = mll().item(), hypers()
-    if backend.batched:
-        fit_evidence_batched(model, ftol=1e-13)
-    else:
-        fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"ftol": 1e-13, "gtol": 1e-9}})
+    fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"ftol": 1e-13, "gtol": 1e-9}})
     tight = mll().item()
     assert -1e-6 < tight - stopped < 1e-3
     # raw parameters are log-values: a difference of 0.01 is a percent
