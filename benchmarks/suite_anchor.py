@@ -59,12 +59,16 @@ def cache_path(problem: str, strategy: str, q: int, seed: int, queries: int, sca
 
 
 def _acquisition(model: PairwiseGP, strategy: str, q: int, seed: int, champion: torch.Tensor):
+    """``(acqf, q_opt, fixed)``: the acquisition, the points it places, and the options fixed
+    in front of them (the champion for champion-challenger, else none)."""
+    none = champion[:0]
     if strategy == "eubo":
-        return AnalyticExpectedUtilityOfBestOption(pref_model=model), 2
+        return AnalyticExpectedUtilityOfBestOption(pref_model=model), 2, none
     if strategy == "champion-challenger":
-        return AnalyticExpectedUtilityOfBestOption(pref_model=model, previous_winner=champion), 1
+        acqf = AnalyticExpectedUtilityOfBestOption(pref_model=model, previous_winner=champion)
+        return acqf, 1, champion
     sampler = SobolQMCNormalSampler(torch.Size([128]), seed=seed)
-    return qExpectedUtilityOfBestOption(pref_model=model, sampler=sampler), q
+    return qExpectedUtilityOfBestOption(pref_model=model, sampler=sampler), q, none
 
 
 def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int = 2,
@@ -97,7 +101,7 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
         if k < n0:
             query = uniform(q, d, seed, k, Stream.RANDOM)
         else:
-            acqf, q_opt = _acquisition(
+            acqf, q_opt, fixed = _acquisition(
                 model, strategy, q, derived_seed(seed, k, Stream.ACQF) % 2**31, champion
             )
             with torch.random.fork_rng(), warnings.catch_warnings():
@@ -106,9 +110,7 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
                 query, _ = optimize_acqf(
                     acqf, unit, q=q_opt, num_restarts=d * q_opt, raw_samples=30 * d * q_opt
                 )
-            query = query.detach()
-            if strategy == "champion-challenger":
-                query = torch.cat([champion, query])
+            query = torch.cat([fixed, query.detach()])
         winner = int(user.choose(query))
         idx = torch.arange(len(X), len(X) + q)
         comps = torch.cat(
