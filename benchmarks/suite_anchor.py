@@ -18,8 +18,10 @@ E[(g(x) - g(c))^+]`).
 Common random numbers with the product's loop: the initial queries are drawn by
 :func:`botorch_pref.loop.seeding.uniform` from the run's seed (the loop's own draws), the user is
 a :class:`~botorch_pref.users.SimulatedUser` seeded with the run's seed and asked once per query
-(the same noise stream), and the fit and the optimiser draw from torch's generator seeded per
-query by :func:`~botorch_pref.loop.seeding.derived_seed`.
+(the same noise stream), and the model, its fit and the optimiser draw from torch's and numpy's
+generators seeded per query by :func:`~botorch_pref.loop.backends.seeded`, as the loop's
+sequential back end does (``PairwiseGP`` perturbs the start of its mode search with numpy's
+global generator), so a run replays exactly.
 
 Each run is cached as JSON under ``benchmarks/out/anchor/`` (git-ignored), keyed by problem,
 strategy, ``q``, seed, number of queries and the user's scale, so a rerun of the suite is free.
@@ -44,6 +46,7 @@ from botorch.models import PairwiseGP, PairwiseLaplaceMarginalLogLikelihood
 from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 
+from botorch_pref.loop.backends import seeded
 from botorch_pref.loop.seeding import Stream, derived_seed, uniform
 from botorch_pref.runtime import entry_threads
 from botorch_pref.test_functions import get_utility
@@ -51,6 +54,7 @@ from botorch_pref.users import SimulatedUser, calibrate_noise
 
 CACHE = Path(__file__).resolve().parent / "out" / "anchor"
 ANCHOR_STRATEGIES = ("eubo", "qeubo", "champion-challenger")
+CPU = torch.device("cpu")
 
 
 def cache_path(problem: str, strategy: str, q: int, seed: int, queries: int, scale: float) -> Path:
@@ -104,9 +108,8 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
             acqf, q_opt, fixed = _acquisition(
                 model, strategy, q, derived_seed(seed, k, Stream.ACQF) % 2**31, champion
             )
-            with torch.random.fork_rng(), warnings.catch_warnings():
+            with seeded(seed, k, Stream.ACQF, CPU), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                torch.manual_seed(derived_seed(seed, k, Stream.ACQF))
                 query, _ = optimize_acqf(
                     acqf, unit, q=q_opt, num_restarts=d * q_opt, raw_samples=30 * d * q_opt
                 )
@@ -118,14 +121,13 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
         )
         X = torch.cat([X, query])
         if k >= n0 - 1:
-            model = PairwiseGP(X, comps)
-            mll = PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model)
-            with torch.random.fork_rng(), warnings.catch_warnings():
+            with seeded(seed, k + 1, Stream.FIT, CPU), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                torch.manual_seed(derived_seed(seed, k + 1, Stream.FIT))
+                model = PairwiseGP(X, comps)
+                mll = PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model)
                 fit_gpytorch_mll(mll)
-            with torch.no_grad():
-                mean = model.posterior(X).mean.reshape(-1)
+                with torch.no_grad():
+                    mean = model.posterior(X).mean.reshape(-1)
             champion = X[int(mean.argmax())].unsqueeze(0)
             regret.append(float(utility.regret(champion[0])))
         if k >= n0:
