@@ -439,3 +439,59 @@ def test_matern_correlation_is_flat_at_zero_and_rejects_other_smoothness():
         assert value.tolist() == [1.0, 1.0, 1.0] and grad.abs().max() == 0
     with pytest.raises(ValueError, match="smoothness"):
         correlation(sq, 0.5)
+
+
+@pytest.mark.parametrize("nu", [None, 1.5, 2.5])
+def test_correlation_slope_is_the_derivative_of_correlation(nu):
+    from botorch_pref.acquisition import correlation, correlation_slope
+
+    sq = torch.tensor([1e-6, 0.01, 0.3, 1.0, 4.0, 25.0], dtype=DT, requires_grad=True)
+    (grad,) = torch.autograd.grad(correlation(sq, nu).sum(), sq)
+    torch.testing.assert_close(correlation_slope(sq.detach(), nu), grad, rtol=1e-6, atol=1e-9)
+    at_zero = correlation_slope(torch.zeros(1, dtype=DT), nu)
+    assert torch.isfinite(at_zero).all() and at_zero.item() < 0
+    with pytest.raises(ValueError, match="smoothness"):
+        correlation_slope(sq.detach(), 0.5)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "matern52", "matern32"])
+def test_fused_eubo_gradient_matches_finite_differences_and_botorch_on_batches(kernel):
+    from botorch_pref.acquisition import LaplaceEUBO
+    from botorch_pref.models.pairwise import make_covar_module
+
+    g = torch.Generator().manual_seed(5)
+    X = torch.rand(2, 16, 3, generator=g, dtype=DT)
+    C = torch.stack([torch.arange(0, 16, 2), torch.arange(1, 16, 2)], -1).expand(2, 8, 2)
+    covar = make_covar_module(3, batch_shape=torch.Size([2]), base_kernel=kernel)
+    model = PairwiseLaplaceGP(X, C, covar_module=covar)
+    with torch.no_grad():
+        covar.base_kernel.lengthscale = torch.tensor([[[0.3, 0.5, 0.8]], [[0.6, 0.2, 0.4]]])
+    fused = make_eubo(model)
+    assert isinstance(fused, LaplaceEUBO)
+    pairs = torch.rand(4, 2, 2, 3, generator=g, dtype=DT, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda p: fused(p), (pairs,))
+    reference = AnalyticExpectedUtilityOfBestOption(pref_model=model)
+    (gv,) = torch.autograd.grad(fused(pairs).sum(), pairs)
+    (gr,) = torch.autograd.grad(reference(pairs).sum(), pairs)
+    torch.testing.assert_close(gv, gr)
+    # a pair of one design twice: the difference has no variance, the value is the mean
+    twice = X[0, :1].expand(2, 3).unsqueeze(0).clone().requires_grad_(True)
+    single = PairwiseLaplaceGP(X[0], C[0], covar_module=make_covar_module(3, base_kernel=kernel))
+    value = make_eubo(single)(twice)
+    (grad,) = torch.autograd.grad(value.sum(), twice)
+    mean = single.posterior(twice[:, :1]).mean.reshape(1)
+    torch.testing.assert_close(value, mean, rtol=0, atol=1e-6)  # up to the variance floor
+    assert torch.isfinite(grad).all()
+
+
+def test_fused_eubo_keeps_float32():
+    X, C = _data(seed=6, n=12, d=2)
+    model = PairwiseLaplaceGP(X.float(), C)
+    pairs = torch.rand(3, 2, 2, requires_grad=True)
+    value = make_eubo(model)(pairs)
+    (grad,) = torch.autograd.grad(value.sum(), pairs)
+    assert value.dtype == grad.dtype == torch.float32
+    reference = AnalyticExpectedUtilityOfBestOption(pref_model=model)
+    (grad_ref,) = torch.autograd.grad(reference(pairs).sum(), pairs)
+    torch.testing.assert_close(value, reference(pairs))
+    torch.testing.assert_close(grad, grad_ref)

@@ -26,7 +26,7 @@ import torch
 from botorch.acquisition.analytic import _log_ei_helper
 from torch import Tensor
 
-__all__ = ["expected_improvement", "log_expected_improvement"]
+__all__ = ["expected_improvement", "expected_improvement_and_slopes", "log_expected_improvement"]
 
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -41,10 +41,26 @@ def expected_improvement(delta: Tensor, t: Tensor) -> Tensor:
     Returns:
         The expected improvements.
     """
+    return expected_improvement_and_slopes(delta, t)[0]
+
+
+def expected_improvement_and_slopes(delta: Tensor, t: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    r""":func:`expected_improvement` and its partial derivatives.
+
+    With :math:`u = \Delta / t`, :math:`\partial E[D^+] / \partial \Delta = \Phi(u)` and
+    :math:`\partial E[D^+] / \partial t = \phi(u)`.
+
+    Args:
+        delta: Means :math:`\Delta`.
+        t: Standard deviations :math:`t > 0`, broadcastable with ``delta``.
+
+    Returns:
+        ``(value, cdf, pdf)``: :math:`E[D^+]`, :math:`\Phi(u)` and :math:`\phi(u)`.
+    """
     u = delta / t
-    return t * _INV_SQRT_2PI * torch.exp(-0.5 * u * u) + delta * 0.5 * torch.erfc(
-        -u / math.sqrt(2.0)
-    )
+    pdf = _INV_SQRT_2PI * torch.exp(-0.5 * u * u)
+    cdf = 0.5 * torch.erfc(-u / math.sqrt(2.0))
+    return t * pdf + delta * cdf, cdf, pdf
 
 
 def log_expected_improvement(delta: Tensor, t: Tensor) -> Tensor:

@@ -39,7 +39,16 @@ from torch import Tensor
 
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
-__all__ = ["RBFMoments", "correlation", "rbf_predictive_moments", "supports_rbf_moments"]
+__all__ = [
+    "MomentFactors",
+    "RBFMoments",
+    "correlation",
+    "correlation_slope",
+    "moment_factors",
+    "moments_from_factors",
+    "rbf_predictive_moments",
+    "supports_rbf_moments",
+]
 
 
 def correlation(sq: Tensor, nu: float | None = None) -> Tensor:
@@ -65,6 +74,56 @@ def correlation(sq: Tensor, nu: float | None = None) -> Tensor:
     raise ValueError(f"no correlation for a Matern kernel of smoothness {nu}.")
 
 
+def correlation_slope(sq: Tensor, nu: float | None = None) -> Tensor:
+    r"""The derivative :math:`\rho'(r^2) = d\rho / d(r^2)` of :func:`correlation`.
+
+    .. math::
+
+        \rho'_{\text{RBF}} = -\tfrac12 e^{-r^2/2}, \qquad
+        \rho'_{3/2} = -\tfrac32 e^{-\sqrt 3 r}, \qquad
+        \rho'_{5/2} = -\tfrac56 (1 + \sqrt 5 r)\, e^{-\sqrt 5 r},
+
+    all finite at :math:`r = 0`. The gradient of :math:`\rho(\|z - z'\|^2)` in :math:`z` is
+    :math:`2 \rho'\,(z - z')`.
+
+    Args:
+        sq: Squared scaled distances :math:`r^2 \ge 0`.
+        nu: ``None`` for the RBF kernel, else the Matern smoothness (2.5 or 1.5).
+
+    Returns:
+        :math:`\rho'(r^2)`, of ``sq``'s shape.
+    """
+    if nu is None:
+        return -0.5 * torch.exp(-0.5 * sq)
+    r = sq.clamp_min(0.0).sqrt()
+    if nu == 2.5:
+        a = math.sqrt(5.0) * r
+        return -(5.0 / 6.0) * (1.0 + a) * torch.exp(-a)
+    if nu == 1.5:
+        return -1.5 * torch.exp(-math.sqrt(3.0) * r)
+    raise ValueError(f"no correlation for a Matern kernel of smoothness {nu}.")
+
+
+class MomentFactors(NamedTuple):
+    r"""What the posterior moments at new designs need from a model, detached.
+
+    Attributes:
+        train_Z: ``(batch x) n x d`` transformed training designs divided by the lengthscales.
+        lengthscale: ``(batch x) 1 x d`` (ARD) or ``(batch x) 1 x 1`` lengthscales.
+        outputscale: ``(batch x) 1 x 1`` outputscale :math:`s`.
+        alpha: ``(batch x) n x 1`` representer weights :math:`\alpha`.
+        M_t: ``(batch x) n x r`` transposed whitened curvature factor :math:`M^\top`.
+        nu: ``None`` for the RBF kernel, else the Matern kernel's smoothness.
+    """
+
+    train_Z: Tensor
+    lengthscale: Tensor
+    outputscale: Tensor
+    alpha: Tensor
+    M_t: Tensor
+    nu: float | None
+
+
 class RBFMoments(NamedTuple):
     r"""Joint posterior moments at ``... x q`` designs, in the form the acquisitions use.
 
@@ -74,6 +133,8 @@ class RBFMoments(NamedTuple):
         mean: ``... x q`` posterior means.
         V: ``... x q x r`` covariance-reduction factor: :math:`\Sigma = k(X_*, X_*) - V V^\top`.
         nu: ``None`` for the RBF kernel, else the Matern kernel's smoothness.
+        sq: ``... x q x n`` squared scaled distances from the designs to the training designs
+            (``None`` where not computed).
     """
 
     Z: Tensor
@@ -81,6 +142,7 @@ class RBFMoments(NamedTuple):
     mean: Tensor
     V: Tensor
     nu: float | None = None
+    sq: Tensor | None = None
 
     def covariance(self) -> Tensor:
         """The ``... x q x q`` joint posterior covariance."""
@@ -125,6 +187,55 @@ def supports_rbf_moments(model: Model) -> bool:
     )
 
 
+def moment_factors(model: PairwiseLaplaceGP) -> MomentFactors:
+    """The detached :class:`MomentFactors` of ``model`` at its current hyperparameters.
+
+    Args:
+        model: A model for which :func:`supports_rbf_moments` holds.
+
+    Returns:
+        The factors (the model's cached Laplace factors, found first if out of date).
+    """
+    train_X, factors = model.predictive_factors()
+    kernel: ScaleKernel = model.covar_module
+    batch = model.batch_shape
+    ls = kernel.base_kernel.lengthscale.detach()  # (batch x) 1 x d or 1 x 1
+    M = factors.M.reshape(*batch, *factors.M.shape[-2:])
+    return MomentFactors(
+        train_Z=train_X / ls,
+        lengthscale=ls,
+        outputscale=kernel.outputscale.detach().reshape(*batch, 1, 1),
+        alpha=factors.alpha.reshape(*batch, -1, 1),
+        M_t=M.transpose(-1, -2),
+        nu=kernel.base_kernel.nu if isinstance(kernel.base_kernel, MaternKernel) else None,
+    )
+
+
+def moments_from_factors(factors: MomentFactors, X: Tensor) -> RBFMoments:
+    """Joint posterior moments at ``X`` (``... x q x d``, the model's batch last in ``...``).
+
+    Args:
+        factors: The model's :class:`MomentFactors`.
+        X: Designs in the model's input space.
+
+    Returns:
+        The :class:`RBFMoments`, with the squared scaled distances ``sq``.
+    """
+    Xs = factors.train_Z
+    if X.shape[-1] != Xs.shape[-1]:
+        raise ValueError(f"X has {X.shape[-1]} input dimensions, the model has {Xs.shape[-1]}.")
+    Zs = X / factors.lengthscale
+    # squared distances between the options and the designs: ... x q x n
+    d2 = (
+        Zs.square().sum(-1, keepdim=True)
+        + Xs.square().sum(-1).unsqueeze(-2)
+        - 2.0 * Zs @ Xs.transpose(-1, -2)
+    ).clamp_min(0.0)
+    K_cross = factors.outputscale * correlation(d2, factors.nu)
+    mean = (K_cross @ factors.alpha).squeeze(-1)  # ... x q
+    return RBFMoments(Zs, factors.outputscale, mean, K_cross @ factors.M_t, factors.nu, d2)
+
+
 def rbf_predictive_moments(model: PairwiseLaplaceGP, X: Tensor) -> RBFMoments:
     """Joint posterior moments at ``X`` (``... x q x d``, the model's batch last in ``...``).
 
@@ -135,26 +246,4 @@ def rbf_predictive_moments(model: PairwiseLaplaceGP, X: Tensor) -> RBFMoments:
     Returns:
         The :class:`RBFMoments`.
     """
-    train_X, factors = model.predictive_factors()
-    if X.shape[-1] != train_X.shape[-1]:
-        raise ValueError(
-            f"X has {X.shape[-1]} input dimensions, the model has {train_X.shape[-1]}."
-        )
-    kernel: ScaleKernel = model.covar_module
-    batch = model.batch_shape
-    ls = kernel.base_kernel.lengthscale.detach()  # (batch x) 1 x d or 1 x 1
-    scale = kernel.outputscale.detach().reshape(*batch, 1, 1)
-    alpha = factors.alpha.reshape(*batch, -1, 1)  # (batch x) n x 1
-    M_t = factors.M.reshape(*batch, *factors.M.shape[-2:]).transpose(-1, -2)  # n x r
-    Xs = train_X / ls
-    Zs = X / ls
-    # squared distances between the options and the designs: ... x q x n
-    d2 = (
-        Zs.square().sum(-1, keepdim=True)
-        + Xs.square().sum(-1).unsqueeze(-2)
-        - 2.0 * Zs @ Xs.transpose(-1, -2)
-    ).clamp_min(0.0)
-    nu = kernel.base_kernel.nu if isinstance(kernel.base_kernel, MaternKernel) else None
-    K_cross = scale * correlation(d2, nu)
-    mean = (K_cross @ alpha).squeeze(-1)  # ... x q
-    return RBFMoments(Zs, scale, mean, K_cross @ M_t, nu)
+    return moments_from_factors(moment_factors(model), X)
