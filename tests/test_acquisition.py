@@ -495,3 +495,26 @@ def test_fused_eubo_keeps_float32():
     (grad_ref,) = torch.autograd.grad(reference(pairs).sum(), pairs)
     torch.testing.assert_close(value, reference(pairs))
     torch.testing.assert_close(grad, grad_ref)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "matern32"])
+def test_pair_moments_gradient_matches_finite_differences(kernel):
+    from botorch_pref.acquisition import moment_factors, pair_moments, rbf_predictive_moments
+    from botorch_pref.models.pairwise import make_covar_module
+
+    X, C = _data(seed=8, n=14, d=3)
+    model = PairwiseLaplaceGP(X, C, covar_module=make_covar_module(3, base_kernel=kernel))
+    factors = moment_factors(model)
+    pairs = torch.rand(5, 2, 3, dtype=DT, generator=torch.Generator().manual_seed(4))
+    mean, var = pair_moments(factors, pairs)
+    traced = rbf_predictive_moments(model, pairs)
+    torch.testing.assert_close(mean, traced.mean)
+    torch.testing.assert_close(var, traced.difference_variance())
+    # both outputs at once, with weights that mix them
+    weights = torch.tensor([0.7, -1.3], dtype=DT)
+    assert torch.autograd.gradcheck(
+        lambda p: tuple(o * w for o, w in zip(pair_moments(factors, p), weights, strict=True)),
+        (pairs.clone().requires_grad_(True),),
+    )
+    with pytest.raises(ValueError, match="pairs"):
+        pair_moments(factors, torch.rand(5, 3, 3, dtype=DT))

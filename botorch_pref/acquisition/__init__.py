@@ -11,6 +11,8 @@ from botorch_pref.acquisition.moments import (
     correlation_slope,
     moment_factors,
     moments_from_factors,
+    pair_moments,
+    pair_moments_vjp,
     rbf_predictive_moments,
     supports_rbf_moments,
 )
@@ -36,6 +38,8 @@ __all__ = [
     "moment_factors",
     "moments_from_factors",
     "near_boundary",
+    "pair_moments",
+    "pair_moments_vjp",
     "rbf_predictive_moments",
     "supports_rbf_moments",
 ]

@@ -45,7 +45,12 @@ from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
 from botorch_pref.acquisition.improvement import log_expected_improvement
-from botorch_pref.acquisition.moments import rbf_predictive_moments, supports_rbf_moments
+from botorch_pref.acquisition.moments import (
+    moment_factors,
+    moments_from_factors,
+    pair_moments,
+    supports_rbf_moments,
+)
 
 __all__ = ["ChampionChallenger", "champion", "champion_index"]
 
@@ -179,12 +184,12 @@ class ChampionChallenger(AnalyticAcquisitionFunction):
         pair = torch.cat([X, c], dim=-2)
         if self.posterior_transform is None and supports_rbf_moments(self.model):
             # the same moments from the model's cached factors (see LaplaceEUBO)
-            moments = rbf_predictive_moments(self.model, pair)
+            factors = moment_factors(self.model)
             if self.variant == "joint":
-                var = moments.difference_variance()
+                mean, var = pair_moments(factors, pair)
             else:
-                var = moments.variance(0)
-            mean = moments.mean
+                moments = moments_from_factors(factors, pair)
+                mean, var = moments.mean, moments.variance(0)
             return mean[..., 0] - mean[..., 1], var.clamp_min(MIN_VARIANCE).sqrt()
         posterior = self.model.posterior(pair, posterior_transform=self.posterior_transform)
         mean = posterior.mean.squeeze(-1)

@@ -36,6 +36,7 @@ import torch
 from botorch.models.model import Model
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 from torch import Tensor
+from torch.autograd.function import FunctionCtx, once_differentiable
 
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
@@ -46,6 +47,8 @@ __all__ = [
     "correlation_slope",
     "moment_factors",
     "moments_from_factors",
+    "pair_moments",
+    "pair_moments_vjp",
     "rbf_predictive_moments",
     "supports_rbf_moments",
 ]
@@ -247,3 +250,84 @@ def rbf_predictive_moments(model: PairwiseLaplaceGP, X: Tensor) -> RBFMoments:
         The :class:`RBFMoments`.
     """
     return moments_from_factors(moment_factors(model), X)
+
+
+def pair_moments(factors: MomentFactors, X: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Posterior means and difference variance of pairs, with a written-out gradient in ``X``.
+
+    The means :math:`\mu_1, \mu_2` and the variance :math:`t^2` of :math:`g(x_1) - g(x_2)` of
+    :func:`moments_from_factors`; their gradient is :func:`pair_moments_vjp`'s formula rather
+    than autograd's trace through the moments, which costs less.
+
+    Args:
+        factors: The model's :class:`MomentFactors`.
+        X: ``... x 2 x d`` pairs in the model's input space (the model's batch last in ``...``).
+
+    Returns:
+        ``(mean, var)``: ``... x 2`` posterior means and ``...`` variances of the difference.
+    """
+    if X.shape[-2] != 2:
+        raise ValueError(f"pair_moments needs pairs (... x 2 x d), got shape {tuple(X.shape)}.")
+    return _PairMoments.apply(X, factors)
+
+
+def pair_moments_vjp(
+    factors: MomentFactors, moments: RBFMoments, g_mean: Tensor, g_var: Tensor
+) -> Tensor:
+    r"""The gradient in the pair ``X`` of :math:`\sum \bar\mu \cdot \mu + \sum \bar v\, t^2`.
+
+    With :math:`z = x / \ell`, the cross-covariances :math:`k_i = s\,\rho(\|z_i - \tilde
+    z_j\|^2)_j` to the training designs :math:`\tilde z`, :math:`\mu_i = k_i^\top \alpha` and
+    :math:`t^2 = 2s - 2s\,\rho(\|z_1 - z_2\|^2) - \|w\|^2` with :math:`w = M(k_1 - k_2)`,
+    the gradient in :math:`k_i` is
+
+    .. math::
+
+        G_1 = \bar\mu_1\, \alpha - 2 \bar v\, M^\top w, \qquad
+        G_2 = \bar\mu_2\, \alpha + 2 \bar v\, M^\top w,
+
+    and, with the correlation's slope :math:`\rho'` (:func:`correlation_slope`),
+
+    .. math::
+
+        \bar z_i = 2 s \sum_j G_{ij}\, \rho'_{ij}\, (z_i - \tilde z_j)
+        \mp 4 \bar v\, s\, \rho'_{12}\, (z_1 - z_2)
+
+    (minus for :math:`z_1`, plus for :math:`z_2`), divided by :math:`\ell` for :math:`x_i`. The
+    hyperparameters enter as constants.
+
+    Args:
+        factors: The model's :class:`MomentFactors`.
+        moments: :func:`moments_from_factors` at the pairs (with ``sq``).
+        g_mean: ``... x 2`` incoming gradients :math:`\bar\mu` of the means.
+        g_var: ``...`` incoming gradients :math:`\bar v` of the difference variances.
+
+    Returns:
+        The ``... x 2 x d`` gradient in the pairs.
+    """
+    Z, f = moments.Z, factors
+    w = (moments.V[..., 0, :] - moments.V[..., 1, :]).unsqueeze(-2) @ f.M_t.transpose(-1, -2)
+    sign = torch.tensor([-2.0, 2.0], dtype=Z.dtype, device=Z.device).unsqueeze(-1)
+    G = g_mean.unsqueeze(-1) * f.alpha.transpose(-1, -2) + sign * g_var[..., None, None] * w
+    W = G * f.outputscale * correlation_slope(moments.sq, f.nu)  # ... x 2 x n
+    grad_Z = 2.0 * (W.sum(-1, keepdim=True) * Z - W @ f.train_Z)
+    dz = Z[..., 0, :] - Z[..., 1, :]
+    s = f.outputscale.squeeze(-1)  # (batch x) 1
+    slope12 = correlation_slope(dz.square().sum(-1, keepdim=True), f.nu)
+    pull = -4.0 * g_var.unsqueeze(-1) * s * slope12 * dz  # through k_12, for z_1
+    return (grad_Z + torch.stack([pull, -pull], -2)) / f.lengthscale
+
+
+class _PairMoments(torch.autograd.Function):
+    """:func:`pair_moments` with the gradient of :func:`pair_moments_vjp`."""
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, X: Tensor, factors: MomentFactors) -> tuple[Tensor, Tensor]:
+        moments = moments_from_factors(factors, X)
+        ctx.factors, ctx.moments = factors, moments
+        return moments.mean, moments.difference_variance()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: FunctionCtx, g_mean: Tensor, g_var: Tensor) -> tuple[Tensor, None]:
+        return pair_moments_vjp(ctx.factors, ctx.moments, g_mean, g_var), None
