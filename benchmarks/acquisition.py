@@ -18,9 +18,9 @@ compared design with the highest posterior mean, as the loop uses it) is fused i
 itself; its middle column sends it through ``model.posterior`` with an identity posterior
 transform. qEUBO uses 256 scrambled-Sobol samples (the loop's default). All three run inside
 the loop's ``lean_kernels`` context, as ``PreferenceOptimizer`` evaluates them. Each time is
-the median of ``--repeats`` blocks of 50 evaluations after a warm-up. The table also gives the
-largest absolute difference between the fused values and BoTorch's on our model (they should
-agree to rounding).
+the median of ``--repeats`` blocks of 50 evaluations after a warm-up, the three columns' blocks
+alternating. The table also gives the largest absolute difference between the fused values
+and BoTorch's on our model (they should agree to rounding).
 
 Example::
 
@@ -79,17 +79,23 @@ def _models(problem: str, n: int, seed: int) -> tuple[PairwiseLaplaceGP, Pairwis
     return ours, pgp
 
 
-def _time(acqf, Z: torch.Tensor, repeats: int, block: int = 50) -> float:
-    """Median seconds per value-and-gradient evaluation."""
-    for _ in range(3):
-        acqf(Z).sum().backward()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(block):
+def _time(acqfs, Z: torch.Tensor, repeats: int, block: int = 50) -> list[float]:
+    """Median seconds per value-and-gradient evaluation of each of ``acqfs``.
+
+    The blocks of the acquisitions alternate, so that a change in the machine's load reaches
+    all of them alike.
+    """
+    for acqf in acqfs:
+        for _ in range(3):
             acqf(Z).sum().backward()
-        times.append((time.perf_counter() - t0) / block)
-    return statistics.median(times)
+    times = [[] for _ in acqfs]
+    for _ in range(repeats):
+        for acqf, out in zip(acqfs, times, strict=True):
+            t0 = time.perf_counter()
+            for _ in range(block):
+                acqf(Z).sum().backward()
+            out.append((time.perf_counter() - t0) / block)
+    return [statistics.median(out) for out in times]
 
 
 def _acquisitions(kind: str, ours, pgp):
@@ -154,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             with lean_kernels():
                 with torch.no_grad():
                     diff = float((fused(Z) - on_ours(Z)).abs().max())
-                t = [_time(a, Z, args.repeats) * 1e3 for a in (fused, on_ours, on_pgp)]
+                t = [s * 1e3 for s in _time((fused, on_ours, on_pgp), Z, args.repeats)]
             print(
                 f"| {kind} | {n} | {t[0]:.2f} | {t[1]:.2f} | {t[2]:.2f} | {t[1] / t[0]:.1f}x "
                 f"| {t[2] / t[0]:.1f}x | {diff:.1e} |",
