@@ -499,7 +499,12 @@ def test_fused_eubo_keeps_float32():
 
 @pytest.mark.parametrize("kernel", ["rbf", "matern32"])
 def test_pair_moments_gradient_matches_finite_differences(kernel):
-    from botorch_pref.acquisition import moment_factors, pair_moments, rbf_predictive_moments
+    from botorch_pref.acquisition import (
+        moment_factors,
+        pair_moments,
+        pair_moments_vjp,
+        rbf_predictive_moments,
+    )
     from botorch_pref.models.pairwise import make_covar_module
 
     X, C = _data(seed=8, n=14, d=3)
@@ -518,3 +523,5 @@ def test_pair_moments_gradient_matches_finite_differences(kernel):
     )
     with pytest.raises(ValueError, match="pairs"):
         pair_moments(factors, torch.rand(5, 3, 3, dtype=DT))
+    with pytest.raises(ValueError, match="with sq"):
+        pair_moments_vjp(factors, traced._replace(sq=None), torch.ones(5, 2), torch.ones(5))

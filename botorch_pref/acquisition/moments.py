@@ -22,9 +22,12 @@ and the variance of a difference :math:`g(x_1) - g(x_2)` is
 
     t^2 = v_1 + v_2 - 2 k_{12} = 2 s - 2 s\, \rho(\|z_1 - z_2\|^2) - \|V_1 - V_2\|^2 .
 
-:func:`rbf_predictive_moments` computes these straight from the factors; the values and
-gradients in ``X`` are those of ``model.posterior`` (tested). The hyperparameters enter as
-detached values: acquisition functions differentiate in ``X`` only.
+:func:`rbf_predictive_moments` computes these straight from the factors
+(:func:`moment_factors`, :func:`moments_from_factors`); the values and gradients in ``X`` are
+those of ``model.posterior`` (tested). The hyperparameters enter as detached values:
+acquisition functions differentiate in ``X`` only. For pairs, :func:`pair_moments` gives the
+two means and :math:`t^2` with their gradient written out (:func:`pair_moments_vjp`) instead of
+traced by autograd, which costs less.
 """
 
 from __future__ import annotations
@@ -305,6 +308,8 @@ def pair_moments_vjp(
     Returns:
         The ``... x 2 x d`` gradient in the pairs.
     """
+    if moments.sq is None:
+        raise ValueError("pair_moments_vjp needs the moments of moments_from_factors (with sq).")
     Z, f = moments.Z, factors
     w = (moments.V[..., 0, :] - moments.V[..., 1, :]).unsqueeze(-2) @ f.M_t.transpose(-1, -2)
     sign = torch.tensor([-2.0, 2.0], dtype=Z.dtype, device=Z.device).unsqueeze(-1)
