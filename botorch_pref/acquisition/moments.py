@@ -312,8 +312,8 @@ def pair_moments_vjp(
         raise ValueError("pair_moments_vjp needs the moments of moments_from_factors (with sq).")
     Z, f = moments.Z, factors
     w = (moments.V[..., 0, :] - moments.V[..., 1, :]).unsqueeze(-2) @ f.M_t.transpose(-1, -2)
-    sign = torch.tensor([-2.0, 2.0], dtype=Z.dtype, device=Z.device).unsqueeze(-1)
-    G = g_mean.unsqueeze(-1) * f.alpha.transpose(-1, -2) + sign * g_var[..., None, None] * w
+    spread = 2.0 * g_var[..., None, None] * w  # ... x 1 x n
+    G = g_mean.unsqueeze(-1) * f.alpha.transpose(-1, -2) + torch.cat([-spread, spread], -2)
     W = G * f.outputscale * correlation_slope(moments.sq, f.nu)  # ... x 2 x n
     grad_Z = 2.0 * (W.sum(-1, keepdim=True) * Z - W @ f.train_Z)
     dz = Z[..., 0, :] - Z[..., 1, :]
