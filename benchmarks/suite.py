@@ -13,7 +13,9 @@ The anchor: BoTorch's pipeline in BoTorch's own classes (``benchmarks/suite_anch
 in ``benchmarks/out/anchor/``) on the same seeds, with the same initial queries and user noise.
 
 Printed: per problem and strategy, mean log10 regret +- standard error after 10, 25 and 50
-acquisition queries, BoTorch's after 50, the paired difference to BoTorch's same strategy
+acquisition queries, the regret of the best design our loop compared by then (an oracle's
+pick among the same designs: the questions' share of the regret), BoTorch's after 50, the
+paired difference to BoTorch's same strategy
 (ours minus theirs, by seed) with its standard error, and seconds per acquisition query (ours:
 a batched step's wall time over ``R``; BoTorch's: one run's median). A JSON of every curve and a
 PNG of the mean curves are written; ``--compare A.json B.json`` prints the paired difference of
@@ -65,9 +67,10 @@ def run_ours(problem: str, strategy: str, R: int, queries: int, seed: int, scale
         problem, strategy, R, queries, scale=scale, seed=seed, n_initial=4 * d,
         anywhere_after=after, **settings,
     )  # fmt: skip
-    lr = res.log_regret()[:, res.n_initial - 1 :]  # from the last initial answer on
+    n0 = res.n_initial - 1  # curves start at the last initial answer
     return {
-        "log_regret": lr.tolist(),
+        "log_regret": res.log_regret()[:, n0:].tolist(),
+        "log_regret_compared": res.log_regret_compared()[:, n0:].tolist(),
         "anywhere_after": after,
         "log_regret_anywhere": res.log_regret_anywhere().tolist() if after else [],
         "seconds_per_query": float(res.seconds[res.n_initial :].mean()) / R,
@@ -124,15 +127,19 @@ def table(results: dict, queries: int) -> str:
     """The suite's table (markdown), one row per problem and strategy.
 
     "anywhere" is the regret of the posterior-mean maximiser over the box
-    (``best(among="anywhere")``) after the last checkpoint; the other columns score the
-    loop's recommendation, the compared design with the highest posterior mean.
+    (``best(among="anywhere")``) after the last checkpoint, "best compared" the regret of the
+    best design compared by then (what a recommender that knew the utility would pick: the
+    questions' share of the regret; the difference to the recommendation is the model's);
+    the other columns score the loop's recommendation, the compared design with the highest
+    posterior mean.
     """
     ks = [k for k in CHECKPOINTS if k <= queries] or [queries]
     head = (
         "| problem | strategy | R | "
         + " | ".join(f"ours @{k}" for k in ks)
-        + f" | ours anywhere @{queries} | BoTorch @{queries} (R) | ours - BoTorch @{queries} | "
-        "s/query ours | s/query BoTorch |"
+        + f" | ours anywhere @{queries} | ours best compared @{queries}"
+        + f" | BoTorch @{queries} (R) | ours - BoTorch @{queries}"
+        + " | s/query ours | s/query BoTorch |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for problem, cells in results.items():
@@ -141,6 +148,8 @@ def table(results: dict, queries: int) -> str:
             row = f"| {problem} | {strategy} | {len(ours['seeds'])} | "
             row += " | ".join(_fmt([c[k] for c in ours["log_regret"]]) for k in ks)
             row += f" | {_fmt(anywhere(ours, queries))}"
+            compared = ours.get("log_regret_compared", [])  # runs before it was recorded: none
+            row += f" | {_fmt([c[queries] for c in compared])}"
             if anchor:
                 theirs = _fmt([c[queries] for c in anchor["log_regret"] if len(c) > queries])
                 diff = _fmt(paired(ours, anchor, queries))
@@ -254,6 +263,8 @@ def merge(a: dict | None, b: dict) -> dict:
                 f"runs to merge share seeds: {sorted(set(x['seeds']) & set(y['seeds']))}"
             )
         m = {key: x[key] + y[key] for key in ("log_regret", "seeds")}
+        if "log_regret_compared" in x and "log_regret_compared" in y:
+            m["log_regret_compared"] = x["log_regret_compared"] + y["log_regret_compared"]
         m["seconds_per_query"] = statistics.fmean([x["seconds_per_query"], y["seconds_per_query"]])
         if x.get("anywhere_after") and x.get("anywhere_after") == y.get("anywhere_after"):
             m["anywhere_after"] = x["anywhere_after"]

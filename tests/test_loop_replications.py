@@ -95,6 +95,22 @@ def test_anywhere_recommendation_of_a_sequential_replication_is_the_optimizers()
     torch.testing.assert_close(res.log_regret_anywhere(), res.regret_anywhere.log10())
 
 
+def test_regret_compared_is_the_best_asked_design_so_far_and_bounds_the_recommendations():
+    res = run_replications(
+        "branin", n_replications=2, n_queries=3, n_initial=3, scale=SCALE, seed=2
+    )
+    branin = get_utility("branin")
+    assert res.regret_compared.shape == res.regret.shape == (2, 6)
+    for r in range(2):
+        for t in range(6):
+            asked = res.queries[r, : t + 1].reshape(-1, 2)  # every design of answers 1..t+1
+            brute = min(float(branin.regret(x.unsqueeze(0))) for x in asked)
+            assert float(res.regret_compared[r, t]) == pytest.approx(brute, abs=1e-12)
+    # the recommendation is one of the compared designs, so it is never better than the best
+    assert bool((res.regret >= res.regret_compared - 1e-12).all())
+    torch.testing.assert_close(res.log_regret_compared(), res.regret_compared.log10())
+
+
 def test_batched_anywhere_recommendations_beat_every_compared_design_in_posterior_mean():
     config = LoopConfig(2, "eubo", n_initial=3, seed=0)
     bounds = torch.tensor([[-5.0, 0.0], [10.0, 15.0]], dtype=DT)

@@ -59,6 +59,10 @@ class ReplicationResults:
         n_initial: Random queries before the acquisition took over.
         seeds: The seed of each replication (its optimiser's and its user's).
         regret: ``R x T`` simple regret of the recommendation after each of the ``T`` answers.
+        regret_compared: ``R x T`` simple regret of the best design compared so far after each
+            answer: what a recommender that knew the utility would pick among the same
+            designs. It is at most ``regret``; the gap between the two is what the model's
+            ranking of the compared designs loses, the rest is what the questions found.
         best_x: ``R x T x d`` recommended design after each answer (the compared design with
             the highest posterior mean).
         queries: ``R x T x q x d`` queries, in the unit cube.
@@ -81,6 +85,7 @@ class ReplicationResults:
     n_initial: int
     seeds: list[int]
     regret: Tensor
+    regret_compared: Tensor
     best_x: Tensor
     queries: Tensor
     winners: Tensor
@@ -100,6 +105,10 @@ class ReplicationResults:
     def log_regret(self) -> Tensor:
         """``R x T`` log10 regret (a zero regret is reported as ``log10(1e-12)``)."""
         return self.regret.clamp_min(REGRET_FLOOR).log10()
+
+    def log_regret_compared(self) -> Tensor:
+        """``R x T`` log10 regret of the best design compared so far (see ``regret_compared``)."""
+        return self.regret_compared.clamp_min(REGRET_FLOOR).log10()
 
     def log_regret_after(self, k: int) -> Tensor:
         """``R`` log10 regrets after ``k`` acquisition queries (``k = 0``: after the initial)."""
@@ -207,6 +216,7 @@ def _simulate(
     """
     R, d, cfg = state.n_members, utility.dim, state.config
     regret = torch.empty(R, T, dtype=torch.float64)
+    compared = torch.empty(R, T, dtype=torch.float64)
     best_x = torch.empty(R, T, d, dtype=cfg.dtype)
     queries = torch.empty(R, T, cfg.q, d, dtype=cfg.dtype)
     winners = torch.empty(R, T, dtype=torch.long)
@@ -221,6 +231,10 @@ def _simulate(
         state.record_answers(list(X), [Answer("winner", int(w)) for w in winners[:, k]])
         best_x[:, k] = state.recommend().cpu()
         regret[:, k] = utility.regret(best_x[:, k].to(torch.float64))
+        asked = utility.regret(queries[:, k].reshape(R * cfg.q, d).to(torch.float64))
+        compared[:, k] = asked.reshape(R, cfg.q).amin(-1)
+        if k:
+            compared[:, k] = torch.minimum(compared[:, k], compared[:, k - 1])
         seconds[k] = time.perf_counter() - t0
         if k + 1 - cfg.n_initial in anywhere_after:
             x = state.recommend_anywhere().cpu().to(torch.float64)
@@ -228,6 +242,7 @@ def _simulate(
     return {
         "regret_anywhere": anywhere if anywhere_after else None,
         "regret": regret,
+        "regret_compared": compared,
         "best_x": best_x,
         "queries": queries,
         "winners": winners,
