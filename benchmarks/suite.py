@@ -13,9 +13,9 @@ The anchor: BoTorch's pipeline in BoTorch's own classes (``benchmarks/suite_anch
 in ``benchmarks/out/anchor/``) on the same seeds, with the same initial queries and user noise.
 
 Printed: per problem and strategy, mean log10 regret +- standard error after 10, 25 and 50
-acquisition queries, the regret of the best design our loop compared by then (an oracle's
-pick among the same designs: the questions' share of the regret), BoTorch's after 50, the
-paired difference to BoTorch's same strategy
+acquisition queries, the regret of the best design compared by then (an oracle's pick among
+the same designs: the questions' share of the regret; ours and BoTorch's), BoTorch's after
+50, the paired difference to BoTorch's same strategy
 (ours minus theirs, by seed) with its standard error, and seconds per acquisition query (ours:
 a batched step's wall time over ``R``; BoTorch's: one run's median). A JSON of every curve and a
 PNG of the mean curves are written; ``--compare A.json B.json`` prints the paired difference of
@@ -83,7 +83,7 @@ def run_anchor(problem: str, strategy: str, R: int, queries: int, seed: int, sca
     """BoTorch's pipeline on the same seeds (``mode``: ``run``, ``cached`` or ``none``)."""
     if mode == "none" or strategy not in suite_anchor.ANCHOR_STRATEGIES:
         return None
-    curves, secs, seeds = [], [], []
+    curves, compared, secs, seeds = [], [], [], []
     for s in range(seed, seed + R):
         path = suite_anchor.cache_path(problem, strategy, 2, s, queries, scale)
         if mode == "cached" and not path.exists():
@@ -91,11 +91,16 @@ def run_anchor(problem: str, strategy: str, R: int, queries: int, seed: int, sca
         run = suite_anchor.run_anchor(problem, strategy, s, queries, scale=scale)
         n0 = run["n_initial"]
         curves.append([math.log10(max(v, 1e-12)) for v in run["regret"][n0 - 1 :]])
+        if "regret_compared" in run:  # runs cached before it was recorded lack it
+            compared.append([math.log10(max(v, 1e-12)) for v in run["regret_compared"][n0 - 1 :]])
         secs.append(statistics.median(run["seconds"]))
         seeds.append(s)
     if not curves:
         return None
-    return {"log_regret": curves, "seconds_per_query": statistics.median(secs), "seeds": seeds}
+    out = {"log_regret": curves, "seconds_per_query": statistics.median(secs), "seeds": seeds}
+    if len(compared) == len(curves):
+        out["log_regret_compared"] = compared
+    return out
 
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
@@ -129,16 +134,17 @@ def table(results: dict, queries: int) -> str:
     "anywhere" is the regret of the posterior-mean maximiser over the box
     (``best(among="anywhere")``) after the last checkpoint, "best compared" the regret of the
     best design compared by then (what a recommender that knew the utility would pick: the
-    questions' share of the regret; the difference to the recommendation is the model's);
-    the other columns score the loop's recommendation, the compared design with the highest
-    posterior mean.
+    questions' share of the regret; the difference to the recommendation is the model's),
+    ours and BoTorch's (for anchor runs that recorded it); the other columns score the
+    loop's recommendation, the compared design with the highest posterior mean.
     """
     ks = [k for k in CHECKPOINTS if k <= queries] or [queries]
     head = (
         "| problem | strategy | R | "
         + " | ".join(f"ours @{k}" for k in ks)
         + f" | ours anywhere @{queries} | ours best compared @{queries}"
-        + f" | BoTorch @{queries} (R) | ours - BoTorch @{queries}"
+        + f" | BoTorch @{queries} (R) | BoTorch best compared @{queries}"
+        + f" | ours - BoTorch @{queries}"
         + " | s/query ours | s/query BoTorch |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -153,10 +159,11 @@ def table(results: dict, queries: int) -> str:
             if anchor:
                 theirs = _fmt([c[queries] for c in anchor["log_regret"] if len(c) > queries])
                 diff = _fmt(paired(ours, anchor, queries))
-                row += f" | {theirs} ({len(anchor['seeds'])}) | {diff} | "
+                their_best = _fmt([c[queries] for c in anchor.get("log_regret_compared", [])])
+                row += f" | {theirs} ({len(anchor['seeds'])}) | {their_best} | {diff} | "
                 row += f"{ours['seconds_per_query']:.3f} | {anchor['seconds_per_query']:.2f} |"
             else:
-                row += f" | - | - | {ours['seconds_per_query']:.3f} | - |"
+                row += f" | - | - | - | {ours['seconds_per_query']:.3f} | - |"
             lines.append(row)
     return "\n".join(lines)
 

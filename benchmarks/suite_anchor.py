@@ -80,9 +80,11 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
     """One run of BoTorch's pipeline (cached); its regret after every answer and its timing.
 
     Returns:
-        ``{"regret": [...], "seconds": [...], "n_initial": ...}``: the regret after each answer
-        from the last initial one on (``n_initial - 1`` entries of ``None`` before it), and the
-        wall seconds of each acquisition query (acquisition, answer, fit, recommendation).
+        ``{"regret": [...], "regret_compared": [...], "seconds": [...], "n_initial": ...}``: the
+        regret after each answer from the last initial one on (``n_initial - 1`` entries of
+        ``None`` before it), the same for the best design compared by then (runs cached before
+        it was recorded lack it), and the wall seconds of each acquisition query (acquisition,
+        answer, fit, recommendation).
     """
     if strategy not in ANCHOR_STRATEGIES:
         raise ValueError(f"BoTorch's pipeline has {ANCHOR_STRATEGIES}, not {strategy!r}.")
@@ -98,6 +100,7 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
     X = torch.empty(0, d, dtype=torch.float64)
     comps = torch.empty(0, 2, dtype=torch.long)
     regret: list[float | None] = [None] * (n0 - 1)
+    compared: list[float | None] = [None] * (n0 - 1)
     seconds: list[float] = []
     model = champion = None
     for k in range(n0 + queries):
@@ -130,10 +133,12 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
                     mean = model.posterior(X).mean.reshape(-1)
             champion = X[int(mean.argmax())].unsqueeze(0)
             regret.append(float(utility.regret(champion[0])))
+            compared.append(float(utility.regret(X).min()))
         if k >= n0:
             seconds.append(time.perf_counter() - t0)
     result = {"problem": problem, "strategy": strategy, "q": q, "seed": seed, "scale": scale,
-              "n_initial": n0, "regret": regret, "seconds": seconds}  # fmt: skip
+              "n_initial": n0, "regret": regret, "regret_compared": compared,
+              "seconds": seconds}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result))
     return result
