@@ -78,6 +78,11 @@ def run_ours(problem: str, strategy: str, R: int, queries: int, seed: int, scale
     }
 
 
+def _log10_from(regret: list, start: int) -> list[float]:
+    """Log10 of a cached run's regrets from answer ``start`` on (zero read as 1e-12)."""
+    return [math.log10(max(v, 1e-12)) for v in regret[start:]]
+
+
 def run_anchor(problem: str, strategy: str, R: int, queries: int, seed: int, scale: float,
                mode: str) -> dict | None:  # fmt: skip
     """BoTorch's pipeline on the same seeds (``mode``: ``run``, ``cached`` or ``none``)."""
@@ -90,9 +95,9 @@ def run_anchor(problem: str, strategy: str, R: int, queries: int, seed: int, sca
             continue
         run = suite_anchor.run_anchor(problem, strategy, s, queries, scale=scale)
         n0 = run["n_initial"]
-        curves.append([math.log10(max(v, 1e-12)) for v in run["regret"][n0 - 1 :]])
+        curves.append(_log10_from(run["regret"], n0 - 1))
         if "regret_compared" in run:  # runs cached before it was recorded lack it
-            compared.append([math.log10(max(v, 1e-12)) for v in run["regret_compared"][n0 - 1 :]])
+            compared.append(_log10_from(run["regret_compared"], n0 - 1))
         secs.append(statistics.median(run["seconds"]))
         seeds.append(s)
     if not curves:
