@@ -31,6 +31,7 @@ strategy, ``q``, seed, number of queries and the user's scale, so a rerun of the
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 import warnings
@@ -103,6 +104,7 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
     compared: list[float | None] = [None] * (n0 - 1)
     seconds: list[float] = []
     model = champion = None
+    best_asked = math.inf
     for k in range(n0 + queries):
         t0 = time.perf_counter()
         if k < n0:
@@ -123,6 +125,7 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
             [comps, torch.stack([idx[winner].expand(q - 1), idx[idx != idx[winner]]], -1)]
         )
         X = torch.cat([X, query])
+        best_asked = min(best_asked, float(utility.regret(query).min()))
         if k >= n0 - 1:
             with seeded(seed, k + 1, Stream.FIT, CPU), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -133,7 +136,7 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
                     mean = model.posterior(X).mean.reshape(-1)
             champion = X[int(mean.argmax())].unsqueeze(0)
             regret.append(float(utility.regret(champion[0])))
-            compared.append(float(utility.regret(X).min()))
+            compared.append(best_asked)
         if k >= n0:
             seconds.append(time.perf_counter() - t0)
     result = {"problem": problem, "strategy": strategy, "q": q, "seed": seed, "scale": scale,

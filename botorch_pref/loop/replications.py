@@ -216,7 +216,7 @@ def _simulate(
     """
     R, d, cfg = state.n_members, utility.dim, state.config
     regret = torch.empty(R, T, dtype=torch.float64)
-    compared = torch.empty(R, T, dtype=torch.float64)
+    asked = torch.empty(R, T, dtype=torch.float64)  # the best option of each query
     best_x = torch.empty(R, T, d, dtype=cfg.dtype)
     queries = torch.empty(R, T, cfg.q, d, dtype=cfg.dtype)
     winners = torch.empty(R, T, dtype=torch.long)
@@ -231,10 +231,8 @@ def _simulate(
         state.record_answers(list(X), [Answer("winner", int(w)) for w in winners[:, k]])
         best_x[:, k] = state.recommend().cpu()
         regret[:, k] = utility.regret(best_x[:, k].to(torch.float64))
-        asked = utility.regret(queries[:, k].reshape(R * cfg.q, d).to(torch.float64))
-        compared[:, k] = asked.reshape(R, cfg.q).amin(-1)
-        if k:
-            compared[:, k] = torch.minimum(compared[:, k], compared[:, k - 1])
+        options = queries[:, k].reshape(R * cfg.q, d).to(torch.float64)
+        asked[:, k] = utility.regret(options).reshape(R, cfg.q).amin(-1)
         seconds[k] = time.perf_counter() - t0
         if k + 1 - cfg.n_initial in anywhere_after:
             x = state.recommend_anywhere().cpu().to(torch.float64)
@@ -242,7 +240,7 @@ def _simulate(
     return {
         "regret_anywhere": anywhere if anywhere_after else None,
         "regret": regret,
-        "regret_compared": compared,
+        "regret_compared": asked.cummin(dim=1).values,
         "best_x": best_x,
         "queries": queries,
         "winners": winners,
