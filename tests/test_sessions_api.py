@@ -495,15 +495,17 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
     assert s.settings["kernel"] == DEFAULT_KERNEL
     assert s.settings["local_every"] == LoopConfig(len(PARAMS)).local_every > 0
     assert s.settings["local_when"] == "edge"
+    assert s.settings["lookahead_every"] == 0
     s.close()
-    s = Session.create(path, "chosen", PARAMS, kernel="rbf", local_every=3, **eubo)
+    chosen = {"kernel": "rbf", "local_every": 3, "lookahead_every": 2}
+    s = Session.create(path, "chosen", PARAMS, **chosen, **eubo)
     s.close()
     Session.create(path, "old", PARAMS, **eubo).close()
     Session.create(path, "older", PARAMS, **eubo).close()
     con = sqlite3.connect(path)
     for name, drop in (
         ("old", ("local_when",)),
-        ("older", ("kernel", "local_every", "local_when")),
+        ("older", ("kernel", "local_every", "local_when", "lookahead_every")),
     ):
         options = json.loads(
             con.execute("SELECT options FROM sessions WHERE name = ?", (name,)).fetchone()[0]
@@ -526,4 +528,5 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
             assert s.settings["kernel"] == kernel
             assert s.settings["local_every"] == every
             assert s.settings["local_when"] == when
+            assert s.settings["lookahead_every"] == (2 if name == "chosen" else 0)
             assert len(s.ask().options) == 2

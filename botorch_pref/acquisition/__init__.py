@@ -1,9 +1,15 @@
-"""Acquisition functions for preferential BO: champion-challenger, EUBO/qEUBO, local boxes."""
+"""Acquisition functions for preferential BO: champion-challenger, EUBO/qEUBO, local boxes, and
+a one-step lookahead on the recommendation."""
 
 from botorch_pref.acquisition.champion import ChampionChallenger, champion, champion_index
 from botorch_pref.acquisition.eubo import LaplaceEUBO, LaplaceQEUBO, make_eubo, make_qeubo
 from botorch_pref.acquisition.improvement import expected_improvement, log_expected_improvement
 from botorch_pref.acquisition.local import LocalBox, local_box, near_boundary
+from botorch_pref.acquisition.lookahead import (
+    LookaheadBestCompared,
+    answer_update,
+    probit_scale,
+)
 from botorch_pref.acquisition.moments import (
     MomentFactors,
     RBFMoments,
@@ -23,8 +29,10 @@ __all__ = [
     "LaplaceEUBO",
     "LaplaceQEUBO",
     "LocalBox",
+    "LookaheadBestCompared",
     "MomentFactors",
     "RBFMoments",
+    "answer_update",
     "champion",
     "champion_index",
     "correlation",
@@ -40,6 +48,7 @@ __all__ = [
     "near_boundary",
     "pair_moments",
     "pair_moments_vjp",
+    "probit_scale",
     "rbf_predictive_moments",
     "supports_rbf_moments",
 ]

@@ -9,14 +9,9 @@ who can only say which of :math:`q` designs they prefer:
    full ranking, or "no preference"), refits the preference GP when the schedule says so, and
    updates its posterior;
 3. :meth:`~PreferenceOptimizer.best` recommends the compared design with the highest posterior
-   mean of the utility :math:`g`,
-
-.. math::
-
-    x^\star = \arg\max_{x_i \in \mathcal{D}} \mu(x_i),
-
-where :math:`\mathcal D` is the set of designs compared so far (the qEUBO protocol's
-recommendation: it never recommends a design nobody has looked at).
+   mean of the utility :math:`g`, :math:`x^\star = \arg\max_{x_i \in \mathcal{D}} \mu(x_i)`
+   over the set :math:`\mathcal D` of designs compared so far (the qEUBO protocol's
+   recommendation: it never recommends a design nobody has looked at).
 
 It is a thin facade over the loop's core, :class:`~botorch_pref.loop.state.LoopState`, with one
 member and the sequential back end (the settings and their defaults are
@@ -124,6 +119,8 @@ class PreferenceOptimizer:
             :class:`~botorch_pref.loop.LoopConfig`.
         local_radius: The half-width of a local query's box on the unit cube, in ``(0, 0.5]``.
         local_when: ``"edge"`` or ``"always"``: see :class:`~botorch_pref.loop.LoopConfig`.
+        lookahead_every: Every this many-th acquisition query is a lookahead query (``0``:
+            never, the default): see :class:`~botorch_pref.loop.LoopConfig`.
         device: Device of the model and of every tensor returned (default: ``bounds``'s).
         dtype: Floating dtype of the model and of every tensor returned (default float64).
         seed: Seed of all randomness; ``None`` draws one from torch's global generator (see
@@ -149,6 +146,7 @@ class PreferenceOptimizer:
     local_every = _setting("local_every", "Every this many-th acquisition query is local.")
     local_radius = _setting("local_radius", "The half-width of a local query's box.")
     local_when = _setting("local_when", "When a due local query is asked: 'edge' or 'always'.")
+    lookahead_every = _setting("lookahead_every", "Every this many-th query is a lookahead one.")
     seed = _setting("seed", "The seed of all randomness.")
     device = _setting("device", "Device of the model and of every tensor returned.")
     dtype = _setting("dtype", "Dtype of the model and of every tensor returned.")
@@ -175,6 +173,7 @@ class PreferenceOptimizer:
         local_every: int | None = None,
         local_radius: float = DEFAULT_LOCAL_RADIUS,
         local_when: str = "edge",
+        lookahead_every: int = 0,
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float64,
         seed: int | None = None,
@@ -204,6 +203,7 @@ class PreferenceOptimizer:
             local_every=local_every,
             local_radius=local_radius,
             local_when=local_when,
+            lookahead_every=lookahead_every,
             device=device,
             dtype=dtype,
             seed=seed,

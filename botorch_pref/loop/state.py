@@ -7,9 +7,10 @@ One step of preferential Bayesian optimisation for each member ``r`` (seed :math
    :math:`(s_r, k, \text{RANDOM})`; otherwise the maximiser of the acquisition function on the
    unit cube (EUBO :math:`E[\max(g(x_1), g(x_2))]`, qEUBO :math:`E[\max_i g(x_i)]`, or for
    champion-challenger the champion :math:`c` -- the compared design with the highest
-   posterior mean -- against the :math:`x` maximising :math:`E[(g(x) - g(c))^+]`). An option
-   that repeats another of the same query is replaced by a uniform design from
-   :math:`(s_r, k, \text{REPAIR})`.
+   posterior mean -- against the :math:`x` maximising :math:`E[(g(x) - g(c))^+]`); a due local
+   query maximises the last within a box around the champion, a due lookahead query the
+   expected best posterior mean after the answer. An option that repeats another of the same
+   query is replaced by a uniform design from :math:`(s_r, k, \text{REPAIR})`.
 2. **Record** the answer (:class:`~botorch_pref.loop.records.AnswerRecord`) and give the model
    the new designs and observations (built on the first answer, then updated in place with a
    warm-started mode); refit the hyperparameters after answer :math:`k` when
@@ -39,12 +40,17 @@ from botorch.utils.transforms import unnormalize
 from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
-from botorch_pref.acquisition import ChampionChallenger, make_eubo, make_qeubo
+from botorch_pref.acquisition import (
+    ChampionChallenger,
+    LookaheadBestCompared,
+    make_eubo,
+    make_qeubo,
+)
 from botorch_pref.acquisition.local import LocalBox, local_box, near_boundary
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.loop.answers import Answer
 from botorch_pref.loop.backends import BACKENDS, Backend, seeded
-from botorch_pref.loop.config import LoopConfig
+from botorch_pref.loop.config import LOOKAHEAD_DESIGNS, LoopConfig
 from botorch_pref.loop.hyperparameters import Hyperparameters
 from botorch_pref.loop.records import AnswerRecord, Extension, Recommendation, member_data
 from botorch_pref.loop.seeding import Stream, derived_seed, uniform
@@ -207,6 +213,8 @@ class LoopState:
         cfg = self.config
         if local is None:
             local = bool(self.local_members(group, k).any())
+        if cfg.lookahead_due(k) and not local:
+            return self.lookahead(group), 2, None
         if cfg.strategy == "eubo" and not local:
             return make_eubo(group.model), 2, None
         if cfg.strategy == "qeubo" and not local:
@@ -222,6 +230,19 @@ class LoopState:
         if local:
             acqf = LocalBox(acqf, *local_box(X, cfg.local_radius))
         return acqf, 1, champions
+
+    def lookahead(self, group: ModelGroup) -> LookaheadBestCompared:
+        """``group``'s lookahead acquisition: the expected highest posterior mean, after the
+        answer, among the pair and each member's :data:`~botorch_pref.loop.config.
+        LOOKAHEAD_DESIGNS` compared designs with the highest posterior means."""
+        means = self.means(group.members)
+        k = min(LOOKAHEAD_DESIGNS, *(len(m) for m in means))
+        top = [
+            self.record.X_unit[r, m.topk(k).indices]
+            for r, m in zip(group.members, means, strict=True)
+        ]
+        compared = torch.stack(top) if self.backend.batched else top[0]
+        return LookaheadBestCompared(group.model, compared)
 
     def _repair(self, X: Tensor, k: int) -> Tensor:
         """Replace a repeated option (it would compare a design with itself) by a random one."""

@@ -43,6 +43,7 @@ OPTIMIZER_OPTIONS = (
     "local_every",
     "local_radius",
     "local_when",
+    "lookahead_every",
 )
 
 #: The kernel of sessions stored before the kernel was a setting (the RBF kernel was the only
@@ -151,7 +152,10 @@ def check_settings(
         opt = PreferenceOptimizer(bounds, strategy=strategy, q=q, seed=seed, **options)
     except (TypeError, ValueError) as err:
         raise SessionError(f"Bad optimiser settings: {err}") from None
-    resolved = {"kernel": opt.kernel, "local_every": opt.local_every, "local_when": opt.local_when}
+    resolved = {
+        name: getattr(opt, name)
+        for name in ("kernel", "local_every", "local_when", "lookahead_every")
+    }
     return {"strategy": opt.strategy, "q": opt.q, "seed": opt.seed, **options, **resolved}
 
 
@@ -164,10 +168,11 @@ def stored_options(options: Mapping[str, Any]) -> dict[str, Any]:
     Returns:
         The options, with ``kernel`` set to :data:`LEGACY_KERNEL` for a Laplace model when the
         session predates that setting, ``local_every`` to ``0`` (no local queries) when it
-        predates that one, and ``local_when`` to ``"always"`` (every due local query asked)
+        predates that one, ``local_when`` to ``"always"`` (every due local query asked)
+        when it predates that one, and ``lookahead_every`` to ``0`` (no lookahead queries)
         when it predates that one.
     """
-    options = {"local_every": 0, "local_when": "always", **options}
+    options = {"local_every": 0, "local_when": "always", "lookahead_every": 0, **options}
     if "kernel" in options or options.get("model", "laplace") not in ("laplace", "laplace-box"):
         return options
     return {**options, "kernel": LEGACY_KERNEL}

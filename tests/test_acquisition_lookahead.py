@@ -1,0 +1,206 @@
+"""The one-step lookahead on the recommendation, against Monte-Carlo references, and in the loop."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from botorch.models import PairwiseGP
+from botorch.models.likelihoods.pairwise import PairwiseLogitLikelihood
+
+from botorch_pref import PairwiseLaplaceGP
+from botorch_pref.acquisition import LookaheadBestCompared, answer_update, probit_scale
+from botorch_pref.acquisition.local import LocalBox, near_boundary
+from botorch_pref.likelihoods import PairwiseLogit
+from botorch_pref.loop import LoopConfig, LoopState, PreferenceOptimizer
+from botorch_pref.loop.answers import Answer
+from botorch_pref.models.pairwise import make_covar_module
+
+DT = torch.float64
+BRANIN_BOX = torch.tensor([[-5.0, 0.0], [10.0, 15.0]], dtype=DT)
+
+
+def _model(kernel: str = "matern32", n: int = 12, d: int = 2) -> PairwiseLaplaceGP:
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(n, d, generator=g, dtype=DT)
+    f = -((X - 0.6) ** 2).sum(-1) + 0.2 * torch.sin(5 * X[:, 0])
+    C = torch.tensor([[i, i + 1] if f[i] > f[i + 1] else [i + 1, i] for i in range(n - 1)])
+    model = PairwiseLaplaceGP(X, C, covar_module=make_covar_module(d, base_kernel=kernel))
+    model.covar_module.outputscale = 2.0
+    model.covar_module.base_kernel.lengthscale = 0.3
+    return model.eval()
+
+
+def _mc_conditional_means(mean, cov, scale, n=1_000_000, seed=0):
+    """E[g | first wins], E[g | first loses] and P(first wins) by weighting joint samples."""
+    g = torch.Generator().manual_seed(seed)
+    L = torch.linalg.cholesky(cov)
+    f = mean + torch.randn(n, mean.shape[-1], generator=g, dtype=DT) @ L.T
+    w = torch.special.ndtr((f[:, 0] - f[:, 1]) / scale)
+    first = (w[:, None] * f).mean(0) / w.mean()
+    second = ((1 - w)[:, None] * f).mean(0) / (1 - w).mean()
+    return w.mean(), first, second
+
+
+def test_answer_update_is_the_exact_conditional_mean():
+    g = torch.Generator().manual_seed(1)
+    A = torch.randn(5, 5, generator=g, dtype=DT)
+    cov = A @ A.T / 5 + 0.1 * torch.eye(5, dtype=DT)
+    mean = torch.randn(5, generator=g, dtype=DT)
+    p, q, first, second = answer_update(mean, cov, 1.3)
+    p_mc, first_mc, second_mc = _mc_conditional_means(mean, cov, 1.3)
+    assert abs(float(p - p_mc)) < 2e-3 and abs(float(p + q - 1)) < 1e-12
+    assert torch.allclose(first, first_mc, atol=5e-3)
+    assert torch.allclose(second, second_mc, atol=5e-3)
+
+
+def test_the_updated_means_average_back_and_the_value_bounds_the_best_mean():
+    model = _model()
+    compared = model.datapoints[:6]
+    acqf = LookaheadBestCompared(model, compared)
+    X = torch.rand(64, 2, 2, generator=torch.Generator().manual_seed(2), dtype=DT)
+    Y = torch.cat([X, compared.expand(64, 6, 2)], dim=-2)
+    post = model.posterior(Y)
+    mean, cov = post.mean.squeeze(-1), post.distribution.covariance_matrix
+    p, q, first, second = answer_update(mean, cov, acqf.noise_scale)
+    assert torch.allclose(p[:, None] * first + q[:, None] * second, mean, atol=1e-10)
+    with torch.no_grad():
+        value = acqf(X)
+    assert bool((value >= mean.amax(-1) - 1e-10).all())
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "matern32", "matern52"])
+def test_the_value_matches_monte_carlo_and_the_posterior_path(kernel):
+    model = _model(kernel)
+    compared = model.datapoints[[1, 4, 7]]
+    acqf = LookaheadBestCompared(model, compared)
+    assert acqf._factors is not None  # the fused path
+    X = torch.rand(3, 2, 2, generator=torch.Generator().manual_seed(3), dtype=DT)
+    with torch.no_grad():
+        value = acqf(X)
+        for b in range(3):
+            post = model.posterior(torch.cat([X[b], compared]))
+            mean, cov = post.mean.squeeze(-1), post.distribution.covariance_matrix
+            p, first, second = _mc_conditional_means(mean, cov, acqf.noise_scale, seed=b)
+            reference = p * first.max() + (1 - p) * second.max()
+            assert abs(float(value[b] - reference)) < 1e-2, (b, value[b], reference)
+    acqf._factors = None  # the generic path through model.posterior
+    with torch.no_grad():
+        assert torch.allclose(acqf(X), value, atol=1e-8)
+
+
+def test_the_gradient_matches_finite_differences():
+    model = _model()
+    acqf = LookaheadBestCompared(model, model.datapoints[:5])
+    X = torch.rand(4, 2, 2, generator=torch.Generator().manual_seed(4), dtype=DT)
+    X.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda Z: acqf(Z), (X,), eps=1e-6, atol=1e-5)
+
+
+def test_probit_scales_of_the_likelihoods():
+    X = torch.rand(6, 2, generator=torch.Generator().manual_seed(5), dtype=DT)
+    C = torch.tensor([[0, 1], [2, 3], [4, 5]])
+    assert probit_scale(_model()) == pytest.approx(math.sqrt(2.0))
+    logit = PairwiseLaplaceGP(X, C, likelihood=PairwiseLogit(scale=2.0))
+    assert probit_scale(logit) == pytest.approx(2.0 * math.sqrt(8 / math.pi))
+    assert probit_scale(PairwiseGP(X, C)) == pytest.approx(math.sqrt(2.0))
+    gp = PairwiseGP(X, C, likelihood=PairwiseLogitLikelihood())
+    assert probit_scale(gp) == pytest.approx(math.sqrt(8 / math.pi))
+
+
+def test_botorch_pairwisegp_takes_the_posterior_path():
+    X = torch.rand(8, 2, generator=torch.Generator().manual_seed(6), dtype=DT)
+    C = torch.tensor([[0, 1], [2, 3], [4, 5], [6, 7]])
+    gp = PairwiseGP(X, C).eval()
+    acqf = LookaheadBestCompared(gp, X[:3])
+    assert acqf._factors is None
+    value = acqf(torch.rand(5, 2, 2, generator=torch.Generator().manual_seed(7), dtype=DT))
+    assert value.shape == (5,) and bool(torch.isfinite(value).all())
+
+
+def test_bad_arguments_raise():
+    model = _model()
+    with pytest.raises(ValueError, match="compared"):
+        LookaheadBestCompared(model, model.datapoints[0])
+    with pytest.raises(ValueError, match="compared"):
+        LookaheadBestCompared(model, model.datapoints[:0])
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="noise_scale"):
+            LookaheadBestCompared(model, model.datapoints[:2], noise_scale=bad)
+    with pytest.raises(ValueError, match="noise_scale"):
+        probit_scale(object())
+    with pytest.raises(ValueError, match="n >= 2"):
+        answer_update(torch.zeros(1, dtype=DT), torch.eye(1, dtype=DT), 1.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"lookahead_every": -1},
+        {"lookahead_every": 1.5},
+        {"lookahead_every": 2, "strategy": "random"},
+        {"lookahead_every": 2, "strategy": "qeubo", "q": 3},
+    ],
+)
+def test_bad_lookahead_settings_raise(kwargs):
+    with pytest.raises(ValueError, match="lookahead_every"):
+        LoopConfig(2, **kwargs)
+
+
+def test_the_lookahead_schedule_counts_acquisition_queries():
+    cfg = LoopConfig(2, n_initial=4, lookahead_every=3)
+    assert [k for k in range(14) if cfg.lookahead_due(k)] == [6, 9, 12]
+    assert LoopConfig(2).lookahead_every == 0
+    assert not any(LoopConfig(2, n_initial=4).lookahead_due(k) for k in range(14))
+
+
+def _better_than_random_pairs(acqf, pair_unit, seed):
+    """The asked pair scores above 95% of 256 random pairs of the unit square (the value is a
+    maximum of smooth pieces: the optimiser's restarts need not find the best of them)."""
+    U = torch.rand(256, 2, 2, generator=torch.Generator().manual_seed(seed), dtype=DT)
+    with torch.no_grad():
+        return float(acqf(pair_unit.unsqueeze(0))) >= float(acqf(U).quantile(0.95))
+
+
+@pytest.mark.parametrize("strategy", ["eubo", "champion-challenger"])
+@pytest.mark.parametrize("peak", [(9.9, 2.5), (2.5, 7.5)])
+def test_a_due_lookahead_query_maximises_the_lookahead_unless_a_local_one_is_due(strategy, peak):
+    opt = PreferenceOptimizer(BRANIN_BOX, strategy, n_initial=4, lookahead_every=2, seed=1)
+    kinds = []
+    for k in range(14):
+        if k >= 4:
+            acqf = opt.acquisition_function()[0]
+            champion = opt.to_unit(opt.best().x).unsqueeze(0)
+            local = opt.config.local_due(k) and bool(near_boundary(champion, 0.05))
+            assert isinstance(acqf, LookaheadBestCompared) == (k % 2 == 1 and not local)
+            assert isinstance(acqf, LocalBox) == local
+            kinds.append("local" if local else "lookahead" if k % 2 else "global")
+        X = opt.ask()
+        if kinds and kinds[-1] == "lookahead":
+            assert _better_than_random_pairs(acqf, opt.to_unit(X), k)
+        utility = -((X - torch.tensor(peak, dtype=DT)) ** 2).sum(-1)
+        opt.tell(X, winner=int(utility.argmax()))
+    # around the edge peak the due queries end local, around the interior one lookahead
+    assert kinds[-1] == ("local" if peak[0] > 9.5 else "lookahead")
+
+
+def test_batched_members_each_maximise_their_own_lookahead():
+    config = LoopConfig(2, "eubo", n_initial=3, lookahead_every=1, local_every=0, seed=0)
+    state = LoopState(config, BRANIN_BOX, seeds=[0, 1, 2], backend="batched")
+    peaks = torch.tensor([[2.0, 12.0], [2.5, 7.5], [-3.0, 3.0]], dtype=DT)
+    for k in range(7):
+        if k >= 3:
+            acqf = state.acquisition(state.groups[0], k)[0]
+            assert isinstance(acqf, LookaheadBestCompared)
+            for r in range(3):  # each member's compared set: its top designs by posterior mean
+                top = state.means([r])[0].argmax()
+                assert bool((acqf.compared[r] == state.record.X_unit[r, top]).all(-1).any())
+        X = state.propose()
+        if k >= 3:
+            U = torch.rand(256, 3, 2, 2, generator=torch.Generator().manual_seed(k), dtype=DT)
+            unit = (X - BRANIN_BOX[0]) / (BRANIN_BOX[1] - BRANIN_BOX[0])
+            with torch.no_grad():  # one value per member: 1 x 3, and 256 x 3 random pairs
+                assert bool((acqf(unit.unsqueeze(0))[0] >= acqf(U).quantile(0.95, 0)).all())
+        winners = [int((-((x - p) ** 2).sum(-1)).argmax()) for x, p in zip(X, peaks, strict=True)]
+        state.record_answers(list(X), [Answer("winner", w) for w in winners])
