@@ -204,3 +204,18 @@ def test_batched_members_each_maximise_their_own_lookahead():
                 assert bool((acqf(unit.unsqueeze(0))[0] >= acqf(U).quantile(0.95, 0)).all())
         winners = [int((-((x - p) ** 2).sum(-1)).argmax()) for x, p in zip(X, peaks, strict=True)]
         state.record_answers(list(X), [Answer("winner", w) for w in winners])
+
+
+def test_lookahead_queries_in_float32_stay_float32_and_replay():
+    def run():
+        opt = PreferenceOptimizer(
+            BRANIN_BOX.float(), n_initial=3, lookahead_every=1, dtype=torch.float32, seed=2
+        )
+        for _ in range(7):
+            X = opt.ask()
+            assert X.dtype == torch.float32 and bool(torch.isfinite(X).all())
+            assert bool(((X >= BRANIN_BOX[0].float()) & (X <= BRANIN_BOX[1].float())).all())
+            opt.tell(X, winner=int((-((X - torch.tensor([2.5, 7.5])) ** 2).sum(-1)).argmax()))
+        return opt.datapoints
+
+    assert torch.equal(run(), run())  # seeded: the same answers give the same questions
