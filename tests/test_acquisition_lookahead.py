@@ -74,8 +74,7 @@ def test_the_updated_means_average_back_and_the_value_bounds_the_best_mean():
 def test_the_value_matches_monte_carlo_and_the_posterior_path(kernel):
     model = _model(kernel)
     compared = model.datapoints[[1, 4, 7]]
-    acqf = LookaheadBestCompared(model, compared)
-    assert acqf._factors is not None  # the fused path
+    acqf = LookaheadBestCompared(model, compared)  # moments from the model's factors
     X = torch.rand(3, 2, 2, generator=torch.Generator().manual_seed(3), dtype=DT)
     with torch.no_grad():
         value = acqf(X)
@@ -85,9 +84,10 @@ def test_the_value_matches_monte_carlo_and_the_posterior_path(kernel):
             p, first, second = _mc_conditional_means(mean, cov, acqf.noise_scale, seed=b)
             reference = p * first.max() + (1 - p) * second.max()
             assert abs(float(value[b] - reference)) < 1e-2, (b, value[b], reference)
-    acqf._factors = None  # the generic path through model.posterior
-    with torch.no_grad():
-        assert torch.allclose(acqf(X), value, atol=1e-8)
+            # the same formula on GPyTorch's posterior: equal to rounding
+            p, q, first, second = answer_update(mean, cov, acqf.noise_scale)
+            exact = p * first.max() + q * second.max()
+            assert abs(float(value[b] - exact)) < 1e-10, (b, value[b], exact)
 
 
 def test_the_gradient_matches_finite_differences():
@@ -114,9 +114,14 @@ def test_botorch_pairwisegp_takes_the_posterior_path():
     C = torch.tensor([[0, 1], [2, 3], [4, 5], [6, 7]])
     gp = PairwiseGP(X, C).eval()
     acqf = LookaheadBestCompared(gp, X[:3])
-    assert acqf._factors is None
-    value = acqf(torch.rand(5, 2, 2, generator=torch.Generator().manual_seed(7), dtype=DT))
-    assert value.shape == (5,) and bool(torch.isfinite(value).all())
+    pairs = torch.rand(5, 2, 2, generator=torch.Generator().manual_seed(7), dtype=DT)
+    value = acqf(pairs)
+    assert value.shape == (5,)
+    post = gp.posterior(torch.cat([pairs[0], X[:3]]))
+    p, q, first, second = answer_update(
+        post.mean.squeeze(-1), post.distribution.covariance_matrix, math.sqrt(2.0)
+    )
+    assert float(value[0]) == pytest.approx(float(p * first.max() + q * second.max()), abs=1e-8)
 
 
 def test_bad_arguments_raise():
@@ -201,7 +206,14 @@ def test_batched_members_each_maximise_their_own_lookahead():
             U = torch.rand(256, 3, 2, 2, generator=torch.Generator().manual_seed(k), dtype=DT)
             unit = (X - BRANIN_BOX[0]) / (BRANIN_BOX[1] - BRANIN_BOX[0])
             with torch.no_grad():  # one value per member: 1 x 3, and 256 x 3 random pairs
-                assert bool((acqf(unit.unsqueeze(0))[0] >= acqf(U).quantile(0.95, 0)).all())
+                asked = acqf(unit.unsqueeze(0))[0]
+                assert bool((asked >= acqf(U).quantile(0.95, 0)).all())
+                post = acqf.model.posterior(torch.cat([unit, acqf.compared], dim=-2))
+                p, q, first, second = answer_update(
+                    post.mean.squeeze(-1), post.distribution.covariance_matrix, acqf.noise_scale
+                )
+                exact = p * first.amax(-1) + q * second.amax(-1)  # each member's own posterior
+                assert torch.allclose(asked, exact, atol=1e-9)
         winners = [int((-((x - p) ** 2).sum(-1)).argmax()) for x, p in zip(X, peaks, strict=True)]
         state.record_answers(list(X), [Answer("winner", w) for w in winners])
 

@@ -46,6 +46,7 @@ from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
 from botorch_pref.acquisition.moments import (
+    correlation,
     moment_factors,
     moments_from_factors,
     supports_rbf_moments,
@@ -85,7 +86,12 @@ def answer_update(
             f"need n >= 2 means and an n x n covariance, got {tuple(mean.shape)} and "
             f"{tuple(covariance.shape)}."
         )
-    c = covariance[..., :, 0] - covariance[..., :, 1]  # Cov(g, D): ... x n
+    return _update(mean, covariance[..., :, 0] - covariance[..., :, 1], scale)
+
+
+def _update(mean: Tensor, c: Tensor, scale: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`answer_update` from the covariances ``c`` (``... x n``) of the designs with the
+    pair's difference :math:`D = g_0 - g_1` (the pair first)."""
     v = (c[..., 0] - c[..., 1]).clamp_min(_VARIANCE_FLOOR)
     sd = (scale**2 + v).sqrt()
     kappa = (mean[..., 0] - mean[..., 1]) / sd
@@ -162,18 +168,40 @@ class LookaheadBestCompared(AcquisitionFunction):
         self.compared = compared
         self.noise_scale = scale
         self._factors = moment_factors(model) if supports_rbf_moments(model) else None
+        self._compared = None
+        if self._factors is not None:  # the compared designs' moments, the same for any pair
+            self._compared = moments_from_factors(self._factors, compared.to(self._factors.alpha))
 
     @t_batch_mode_transform(expected_q=2)
     def forward(self, X: Tensor) -> Tensor:
         """The value of the pairs ``X`` (``batch_shape x 2 x d``); returns ``batch_shape``."""
-        C = self.compared.to(X).expand(*X.shape[:-2], *self.compared.shape[-2:])
-        Y = torch.cat([X, C], dim=-2)
-        if self._factors is not None:
-            moments = moments_from_factors(self._factors, Y)
-            mean, covariance = moments.mean, moments.covariance()
+        if self._compared is not None:
+            mean, c = self._fused_moments(X)
+            p, q, first, second = _update(mean, c, self.noise_scale)
         else:
-            posterior = self.model.posterior(Y)
+            C = self.compared.to(X).expand(*X.shape[:-2], *self.compared.shape[-2:])
+            posterior = self.model.posterior(torch.cat([X, C], dim=-2))
             mean = posterior.mean.squeeze(-1)
             covariance = posterior.distribution.covariance_matrix
-        p, q, first, second = answer_update(mean, covariance, self.noise_scale)
+            p, q, first, second = answer_update(mean, covariance, self.noise_scale)
         return p * first.amax(-1) + q * second.amax(-1)
+
+    def _fused_moments(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""The means of the pair and the compared designs (``... x (2 + k)``) and their
+        covariances with :math:`D = g(x_1) - g(x_2)`, from the model's factors.
+
+        With :math:`\Sigma = s\rho - V V^\top`, the compared designs' covariances with
+        :math:`D` are :math:`s(\rho(z_c, z_1) - \rho(z_c, z_2)) - V_c (V_1 - V_2)^\top`: only
+        the pair's rows are computed per evaluation.
+        """
+        pair, compared = moments_from_factors(self._factors, X), self._compared
+        cov = pair.covariance()
+        c_pair = cov[..., :, 0] - cov[..., :, 1]  # ... x 2
+        z1, z2 = pair.Z[..., 0:1, :], pair.Z[..., 1:2, :]  # ... x 1 x d
+        rho = correlation((compared.Z - z1).square().sum(-1), pair.nu) - correlation(
+            (compared.Z - z2).square().sum(-1), pair.nu
+        )  # ... x k
+        dV = (pair.V[..., 0, :] - pair.V[..., 1, :]).unsqueeze(-1)  # ... x r x 1
+        c_compared = pair.outputscale.squeeze(-1) * rho - (compared.V @ dV).squeeze(-1)
+        mean = torch.cat([pair.mean, compared.mean.expand(*pair.mean.shape[:-1], -1)], -1)
+        return mean, torch.cat([c_pair, c_compared], dim=-1)
