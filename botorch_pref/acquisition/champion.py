@@ -54,7 +54,8 @@ from botorch_pref.acquisition.moments import (
 
 __all__ = ["ChampionChallenger", "champion", "champion_index"]
 
-#: Variance floor of :math:`g(x) - g(c)` (and of :math:`g(x)` in the marginal variant).
+#: Variance floor of a difference of two utilities, :math:`g(x) - g(c)` here (and of :math:`g(x)`
+#: in the marginal variant), a pair's in EUBO and in the lookahead.
 MIN_VARIANCE = 1e-12
 
 

@@ -35,6 +35,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
+from botorch_pref.acquisition.champion import MIN_VARIANCE
 from botorch_pref.acquisition.improvement import expected_improvement_and_slopes
 from botorch_pref.acquisition.moments import (
     MomentFactors,
@@ -92,10 +93,6 @@ class LaplaceEUBO(AnalyticAcquisitionFunction):
         return _PairEUBO.apply(X, moment_factors(self.model))
 
 
-#: The floor of the variance :math:`t^2` of a pair's utility difference.
-_VARIANCE_FLOOR = 1e-12
-
-
 class _PairEUBO(torch.autograd.Function):
     r"""EUBO of ``... x 2 x d`` pairs, its gradient by the chain rule written out.
 
@@ -109,7 +106,7 @@ class _PairEUBO(torch.autograd.Function):
     def forward(ctx: FunctionCtx, X: Tensor, factors: MomentFactors) -> Tensor:
         moments = moments_from_factors(factors, X)
         var = moments.difference_variance()
-        t = var.clamp_min(_VARIANCE_FLOOR).sqrt()
+        t = var.clamp_min(MIN_VARIANCE).sqrt()
         mean = moments.mean
         ei, cdf, pdf = expected_improvement_and_slopes(mean[..., 0] - mean[..., 1], t)
         ctx.factors, ctx.moments = factors, moments
@@ -120,7 +117,7 @@ class _PairEUBO(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: FunctionCtx, grad: Tensor) -> tuple[Tensor, None]:
         var, t, cdf, pdf = ctx.saved_tensors
-        g_var = grad * pdf / (2.0 * t) * (var > _VARIANCE_FLOOR)
+        g_var = grad * pdf / (2.0 * t) * (var > MIN_VARIANCE)
         g_mean = torch.stack([grad * cdf, grad * (1.0 - cdf)], -1)
         return pair_moments_vjp(ctx.factors, ctx.moments, g_mean, g_var), None
 

@@ -45,6 +45,7 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
+from botorch_pref.acquisition.champion import MIN_VARIANCE
 from botorch_pref.acquisition.moments import (
     correlation,
     moment_factors,
@@ -55,8 +56,6 @@ from botorch_pref.likelihoods import PairwiseLogit, PairwiseProbit
 
 __all__ = ["LookaheadBestCompared", "answer_update", "probit_scale"]
 
-#: The floor of the variance of a pair's utility difference.
-_VARIANCE_FLOOR = 1e-12
 #: The probit scale of equal slope at zero as a logistic of scale 1.
 _LOGIT_AS_PROBIT = math.sqrt(8.0 / math.pi)
 
@@ -92,7 +91,7 @@ def answer_update(
 def _update(mean: Tensor, c: Tensor, scale: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """:func:`answer_update` from the covariances ``c`` (``... x n``) of the designs with the
     pair's difference :math:`D = g_0 - g_1` (the pair first)."""
-    v = (c[..., 0] - c[..., 1]).clamp_min(_VARIANCE_FLOOR)
+    v = (c[..., 0] - c[..., 1]).clamp_min(MIN_VARIANCE)
     sd = (scale**2 + v).sqrt()
     kappa = (mean[..., 0] - mean[..., 1]) / sd
     log_pdf = -0.5 * kappa.square() - 0.5 * math.log(2.0 * math.pi)
