@@ -233,8 +233,8 @@ class LoopState:
 
     def lookahead(self, group: ModelGroup) -> LookaheadBestCompared:
         """``group``'s lookahead acquisition: the expected highest posterior mean, after the
-        answer, among the pair and each member's :data:`~botorch_pref.loop.config.
-        LOOKAHEAD_DESIGNS` compared designs with the highest posterior means."""
+        answer, among the pair and each member's ``LOOKAHEAD_DESIGNS`` (8) compared designs
+        with the highest posterior means (fewer while a member has compared fewer)."""
         means = self.means(group.members)
         k = min(LOOKAHEAD_DESIGNS, *(len(m) for m in means))
         top = [
