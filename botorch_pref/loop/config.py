@@ -49,8 +49,7 @@ Defaults and why:
   maximises :class:`~botorch_pref.acquisition.LookaheadBestCompared` over the
   :data:`LOOKAHEAD_DESIGNS` compared designs with the highest posterior means: the pair whose
   answer is expected to raise the recommendation the most. Measured every third query it gains
-  on Hartmann-6 and Levy-4 but costs Ackley-6, so it is not a default (figures in
-  ``benchmarks/RESULTS.md``).
+  on Levy-4 but costs Ackley-6, so it is not a default (figures in ``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
