@@ -47,6 +47,11 @@ BATCHED_STRATEGIES = STRATEGIES
 REGRET_FLOOR = 1e-12
 
 
+def _log10_regret(regret: Tensor) -> Tensor:
+    """``log10`` of regrets floored at :data:`REGRET_FLOOR` (a zero regret stays finite)."""
+    return regret.clamp_min(REGRET_FLOOR).log10()
+
+
 @dataclass
 class ReplicationResults:
     """Results of :func:`run_replications`.
@@ -104,11 +109,11 @@ class ReplicationResults:
 
     def log_regret(self) -> Tensor:
         """``R x T`` log10 regret (a zero regret is reported as ``log10(1e-12)``)."""
-        return self.regret.clamp_min(REGRET_FLOOR).log10()
+        return _log10_regret(self.regret)
 
     def log_regret_compared(self) -> Tensor:
         """``R x T`` log10 regret of the best design compared so far (see ``regret_compared``)."""
-        return self.regret_compared.clamp_min(REGRET_FLOOR).log10()
+        return _log10_regret(self.regret_compared)
 
     def log_regret_after(self, k: int) -> Tensor:
         """``R`` log10 regrets after ``k`` acquisition queries (``k = 0``: after the initial)."""
@@ -121,7 +126,7 @@ class ReplicationResults:
         """``R x len(anywhere_after)`` log10 regret of the posterior-mean maximisers."""
         if self.regret_anywhere is None:
             raise ValueError("no recommendations anywhere: pass anywhere_after to the run.")
-        return self.regret_anywhere.clamp_min(REGRET_FLOOR).log10()
+        return _log10_regret(self.regret_anywhere)
 
 
 def run_replications(
