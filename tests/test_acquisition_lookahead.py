@@ -15,6 +15,8 @@ from botorch_pref.acquisition.local import LocalBox, near_boundary
 from botorch_pref.likelihoods import PairwiseLogit
 from botorch_pref.loop import LoopConfig, LoopState, PreferenceOptimizer
 from botorch_pref.loop.answers import Answer
+from botorch_pref.loop.config import DEFAULT_LOOKAHEAD_EVERY
+from botorch_pref.models.factories import laplace_model
 from botorch_pref.models.pairwise import make_covar_module
 
 DT = torch.float64
@@ -146,6 +148,7 @@ def test_bad_arguments_raise():
         {"lookahead_every": 1.5},
         {"lookahead_every": 2, "strategy": "random"},
         {"lookahead_every": 2, "strategy": "qeubo", "q": 3},
+        {"lookahead_every": 2, "answers": "choice"},
     ],
 )
 def test_bad_lookahead_settings_raise(kwargs):
@@ -156,8 +159,29 @@ def test_bad_lookahead_settings_raise(kwargs):
 def test_the_lookahead_schedule_counts_acquisition_queries():
     cfg = LoopConfig(2, n_initial=4, lookahead_every=3)
     assert [k for k in range(14) if cfg.lookahead_due(k)] == [6, 9, 12]
-    assert LoopConfig(2).lookahead_every == 0
-    assert not any(LoopConfig(2, n_initial=4).lookahead_due(k) for k in range(14))
+    assert not any(
+        LoopConfig(2, n_initial=4, lookahead_every=0).lookahead_due(k) for k in range(14)
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "every"),
+    [
+        ({}, DEFAULT_LOOKAHEAD_EVERY),
+        ({"strategy": "qeubo", "q": 2}, DEFAULT_LOOKAHEAD_EVERY),
+        ({"model": "pairwisegp"}, DEFAULT_LOOKAHEAD_EVERY),
+        ({"ties": True}, DEFAULT_LOOKAHEAD_EVERY),
+        ({"strategy": "champion-challenger"}, 0),
+        ({"strategy": "qeubo", "q": 3}, 0),
+        ({"strategy": "random"}, 0),
+        ({"answers": "choice"}, 0),
+        ({"model": laplace_model}, 0),
+    ],
+)
+def test_the_default_lookahead_schedule(kwargs, every):
+    """EUBO and qEUBO pairs of built-in models ask lookahead queries by default; strategies and
+    answers that cannot (or need not) ask them resolve to 0 instead of raising."""
+    assert LoopConfig(2, **kwargs).lookahead_every == every
 
 
 def _better_than_random_pairs(acqf, pair_unit, seed):

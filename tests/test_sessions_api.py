@@ -485,9 +485,10 @@ def test_import_from_a_missing_file(tmp_path, session):
 def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
     """A new session stores the kernel and local-query settings it resolved; one stored without
     them (made before they were settings) resumes as it was created, not with today's
-    defaults: the RBF kernel and no local queries, or local queries whenever due."""
+    defaults: the RBF kernel, no local and no lookahead queries, or local queries whenever
+    due."""
     from botorch_pref.loop import LoopConfig
-    from botorch_pref.loop.config import DEFAULT_KERNEL
+    from botorch_pref.loop.config import DEFAULT_KERNEL, DEFAULT_LOOKAHEAD_EVERY
 
     path = tmp_path / "s.db"
     eubo = {**FAST, "strategy": "eubo"}
@@ -495,7 +496,7 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
     assert s.settings["kernel"] == DEFAULT_KERNEL
     assert s.settings["local_every"] == LoopConfig(len(PARAMS)).local_every > 0
     assert s.settings["local_when"] == "edge"
-    assert s.settings["lookahead_every"] == 0
+    assert s.settings["lookahead_every"] == DEFAULT_LOOKAHEAD_EVERY
     s.close()
     chosen = {"kernel": "rbf", "local_every": 3, "lookahead_every": 2}
     s = Session.create(path, "chosen", PARAMS, **chosen, **eubo)
@@ -528,5 +529,6 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
             assert s.settings["kernel"] == kernel
             assert s.settings["local_every"] == every
             assert s.settings["local_when"] == when
-            assert s.settings["lookahead_every"] == (2 if name == "chosen" else 0)
+            lookahead = {"chosen": 2, "older": 0}.get(name, DEFAULT_LOOKAHEAD_EVERY)
+            assert s.settings["lookahead_every"] == lookahead
             assert len(s.ask().options) == 2

@@ -115,12 +115,13 @@ class PreferenceOptimizer:
         kernel: The Laplace model's base kernel (see :class:`~botorch_pref.loop.LoopConfig`).
         lengthscale_prior: Its lengthscale prior, ``"gamma"`` or ``"dim_scaled"``.
         link: The pair likelihood's link, ``"probit"`` or ``"logit"``.
-        local_every: Every this many-th acquisition query is local (``None``: never): see
-            :class:`~botorch_pref.loop.LoopConfig`.
+        local_every: Every this many-th acquisition query is local (``0``: never; ``None``:
+            the default): see :class:`~botorch_pref.loop.LoopConfig`.
         local_radius: The half-width of a local query's box on the unit cube, in ``(0, 0.5]``.
         local_when: ``"edge"`` or ``"always"``: see :class:`~botorch_pref.loop.LoopConfig`.
         lookahead_every: Every this many-th acquisition query is a lookahead query (``0``:
-            never, the default): see :class:`~botorch_pref.loop.LoopConfig`.
+            never; ``None``: the default, 3 for EUBO and qEUBO pairs): see
+            :class:`~botorch_pref.loop.LoopConfig`.
         device: Device of the model and of every tensor returned (default: ``bounds``'s).
         dtype: Floating dtype of the model and of every tensor returned (default float64).
         seed: Seed of all randomness; ``None`` draws one from torch's global generator (see
@@ -173,7 +174,7 @@ class PreferenceOptimizer:
         local_every: int | None = None,
         local_radius: float = DEFAULT_LOCAL_RADIUS,
         local_when: str = "edge",
-        lookahead_every: int = 0,
+        lookahead_every: int | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float64,
         seed: int | None = None,
