@@ -388,25 +388,29 @@ def _schedules(config: LoopConfig, q: int, answers: str) -> tuple[int, float, in
         raise ValueError(
             f"local_when must be one of {', '.join(LOCAL_WHEN)}; got {config.local_when!r}."
         )
-    lookahead_every = config.lookahead_every
-    if lookahead_every is None:
-        lookahead_every = (
-            DEFAULT_LOOKAHEAD_EVERY
-            if pairs
-            and answers == "pairs"
+    return local_every, float(radius), _lookahead_every(config, pairs and answers == "pairs")
+
+
+def _lookahead_every(config: LoopConfig, pair_answers: bool) -> int:
+    """Validated ``lookahead_every`` of ``config``; ``pair_answers``: whether its queries are
+    pairs of an acquisition strategy answered by a pair likelihood (what a lookahead needs)."""
+    every = config.lookahead_every
+    if every is None:
+        default = (
+            pair_answers
             and config.strategy in LOOKAHEAD_STRATEGIES
             and isinstance(config.model, str)
-            else 0
         )
-    lookahead_every = nonnegative_int(lookahead_every, "lookahead_every")
-    if lookahead_every and not (pairs and answers == "pairs"):
+        every = DEFAULT_LOOKAHEAD_EVERY if default else 0
+    every = nonnegative_int(every, "lookahead_every")
+    if every and not pair_answers:
         raise ValueError(
-            f"lookahead queries (lookahead_every={lookahead_every}) are pairs answered by a "
-            f"pair likelihood: they need q = 2, answers='pairs' and an acquisition strategy, "
-            f"got q = {q}, answers={answers!r} and strategy {config.strategy!r}; use "
-            "lookahead_every=0."
+            f"lookahead queries (lookahead_every={every}) are pairs answered by a pair "
+            f"likelihood: they need q = 2, answers='pairs' and an acquisition strategy, got "
+            f"q = {config.q}, answers={config.answers!r} and strategy {config.strategy!r}; "
+            "use lookahead_every=0."
         )
-    return local_every, float(radius), lookahead_every
+    return every
 
 
 def _factory(model: Any) -> ModelFactory:
