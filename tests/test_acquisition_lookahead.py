@@ -184,6 +184,21 @@ def test_the_default_lookahead_schedule(kwargs, every):
     assert LoopConfig(2, **kwargs).lookahead_every == every
 
 
+def test_the_default_optimiser_asks_every_third_query_by_lookahead():
+    """With the defaults, EUBO's interior runs ask a lookahead pair at acquisition queries 3, 6,
+    9 and EUBO's pair at the others; champion-challenger asks none."""
+    for strategy, expected in (("eubo", {2, 5, 8}), ("champion-challenger", set())):
+        opt = PreferenceOptimizer(BRANIN_BOX, strategy, n_initial=4, local_every=0, seed=4)
+        asked = set()
+        for k in range(13):
+            if k >= 4 and isinstance(opt.acquisition_function()[0], LookaheadBestCompared):
+                asked.add(k - 4)
+            X = opt.ask()
+            utility = -((X - torch.tensor((2.5, 7.5), dtype=DT)) ** 2).sum(-1)
+            opt.tell(X, winner=int(utility.argmax()))
+        assert asked == expected
+
+
 def _better_than_random_pairs(acqf, pair_unit, seed):
     """The asked pair scores above 95% of 256 random pairs of the unit square (the value is a
     maximum of smooth pieces: the optimiser's restarts need not find the best of them)."""
