@@ -371,16 +371,15 @@ def _schedules(config: LoopConfig, q: int, answers: str) -> tuple[int, float, in
     per query, ``answers`` resolved): the schedules of the local and the lookahead pair
     queries."""
     pairs = q == 2 and config.strategy != "random"
-    local_every = config.local_every
-    if local_every is None:
-        local_every = DEFAULT_LOCAL_EVERY if pairs else 0
-    local_every = nonnegative_int(local_every, "local_every")
-    if local_every and not pairs:
-        raise ValueError(
-            f"local queries (local_every={local_every}) are pairs of the champion and a "
-            f"challenger: they need q = 2 and an acquisition strategy, got q = {q} and "
-            f"strategy {config.strategy!r}; use local_every=0."
-        )
+    got = f"got q = {q}, answers={answers!r} and strategy {config.strategy!r}"
+    local_every = _schedule(
+        config.local_every,
+        "local_every",
+        DEFAULT_LOCAL_EVERY if pairs else 0,
+        pairs,
+        f"local queries are pairs of the champion and a challenger: they need q = 2 and an "
+        f"acquisition strategy, {got}",
+    )
     radius = config.local_radius
     if isinstance(radius, bool) or not isinstance(radius, (int, float)) or not 0 < radius <= 0.5:
         raise ValueError(f"local_radius must be a number in (0, 0.5], got {radius!r}.")
@@ -388,28 +387,28 @@ def _schedules(config: LoopConfig, q: int, answers: str) -> tuple[int, float, in
         raise ValueError(
             f"local_when must be one of {', '.join(LOCAL_WHEN)}; got {config.local_when!r}."
         )
-    return local_every, float(radius), _lookahead_every(config, pairs and answers == "pairs")
+    pair_answers = pairs and answers == "pairs"
+    lookahead_default = (
+        pair_answers and config.strategy in LOOKAHEAD_STRATEGIES and isinstance(config.model, str)
+    )
+    lookahead_every = _schedule(
+        config.lookahead_every,
+        "lookahead_every",
+        DEFAULT_LOOKAHEAD_EVERY if lookahead_default else 0,
+        pair_answers,
+        f"lookahead queries are pairs answered by a pair likelihood: they need q = 2, "
+        f"answers='pairs' and an acquisition strategy, {got}",
+    )
+    return local_every, float(radius), lookahead_every
 
 
-def _lookahead_every(config: LoopConfig, pair_answers: bool) -> int:
-    """Validated ``lookahead_every`` of ``config``; ``pair_answers``: whether its queries are
-    pairs of an acquisition strategy answered by a pair likelihood (what a lookahead needs)."""
-    every = config.lookahead_every
-    if every is None:
-        default = (
-            pair_answers
-            and config.strategy in LOOKAHEAD_STRATEGIES
-            and isinstance(config.model, str)
-        )
-        every = DEFAULT_LOOKAHEAD_EVERY if default else 0
-    every = nonnegative_int(every, "lookahead_every")
-    if every and not pair_answers:
-        raise ValueError(
-            f"lookahead queries (lookahead_every={every}) are pairs answered by a pair "
-            f"likelihood: they need q = 2, answers='pairs' and an acquisition strategy, got "
-            f"q = {config.q}, answers={config.answers!r} and strategy {config.strategy!r}; "
-            "use lookahead_every=0."
-        )
+def _schedule(value: Any, name: str, default: int, allowed: bool, needs: str) -> int:
+    """The schedule ``name`` (every ``value``-th acquisition query; ``None``: ``default``) as an
+    integer ``>= 0``; a schedule other than ``0`` where not ``allowed`` raises a ``ValueError``
+    that says what it ``needs``."""
+    every = nonnegative_int(default if value is None else value, name)
+    if every and not allowed:
+        raise ValueError(f"{name}={every}: {needs}; use {name}=0.")
     return every
 
 
