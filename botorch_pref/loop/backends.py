@@ -126,6 +126,10 @@ class SequentialBackend:
                     q=q,
                     num_restarts=config.num_restarts,
                     raw_samples=config.raw_samples,
+                    # In float32 L-BFGS-B's line search ends "ABNORMAL" near an optimum because
+                    # the acquisition's values are exact only to ~1e-7: its point stands, and a
+                    # retry from new raw samples would only double the work (and warn).
+                    retry_on_optimization_warning=config.dtype != torch.float32,
                 )
         return candidates.detach().reshape(1, q, d).clamp(0.0, 1.0)
 
