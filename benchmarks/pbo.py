@@ -317,7 +317,10 @@ def _parse_runs(args: argparse.Namespace) -> list[tuple[str, str]]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--problems", nargs="+", help="default: hartmann6 ackley6 branin (--suite: the suite)"
+        "--problems",
+        nargs="+",
+        help="default: hartmann6 ackley6 branin (--suite: the suite; 'holdout': the problems "
+        "outside it that check its defaults)",
     )
     parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
     parser.add_argument(
@@ -358,7 +361,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.suite or args.compare or args.tabulate:
-        args.problems = args.problems or list(suite.SUITE)
+        args.problems = suite.expand_problems(args.problems)
         args.replications = args.replications or 16
         return suite.run(args)
     args.problems = args.problems or list(PROBLEMS)

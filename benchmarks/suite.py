@@ -20,7 +20,8 @@ the same designs: the questions' share of the regret; ours and BoTorch's), BoTor
 a batched step's wall time over ``R``; BoTorch's: one run's median). A JSON of every curve and a
 PNG of the mean curves are written; ``--compare A.json B.json`` prints the paired difference of
 two suite runs (a lever's A/B with common random numbers), and ``--tabulate JSON...`` merges suite
-runs into one table and plot with the BoTorch runs cached by then.
+runs into one table and plot with the BoTorch runs cached by then. ``--problems holdout`` runs
+the problems outside the suite (:data:`HOLDOUT`) on which the defaults are checked.
 """
 
 from __future__ import annotations
@@ -44,7 +45,19 @@ try:
 except ImportError:  # imported as benchmarks.suite
     from benchmarks import suite_anchor
 
+
+def expand_problems(names: list[str] | None) -> list[str]:
+    """The problems named, ``suite`` and ``holdout`` standing for :data:`SUITE` and
+    :data:`HOLDOUT`; the suite when none are named."""
+    groups = {"suite": SUITE, "holdout": HOLDOUT}
+    out = [p for name in names or ["suite"] for p in groups.get(name.lower(), (name,))]
+    return list(dict.fromkeys(out))
+
+
 SUITE = ("hartmann6", "ackley6", "branin", "levy4", "alpine1-3", "hartmann3-in-10")
+#: Problems outside the suite, on which the defaults chosen on the suite are checked
+#: (``--problems holdout``); no default was tuned on them.
+HOLDOUT = ("hartmann3", "levy6", "ackley3", "alpine1-5", "two-bump")
 SUITE_STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
 CHECKPOINTS = (10, 25, 50)
 
