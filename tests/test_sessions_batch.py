@@ -13,7 +13,7 @@ from botorch_pref.loop.records import stack_data
 from botorch_pref.models.factories import laplace_model
 from botorch_pref.optim import fit_evidence_batched
 from botorch_pref.sessions import Session
-from botorch_pref.sessions.batch import Member, ask_together, propose_together
+from botorch_pref.sessions.batch import Member, ask_together, group_key, propose_together
 
 PARAMS = {"a": (0.0, 1.0), "b": (-1.0, 1.0), "c": (0.0, 2.0)}
 
@@ -147,6 +147,35 @@ def test_incompatible_sessions_get_their_own_queries(tmp_path):
             _answer(alone_s, alone_s.pending(), target)
     for s in mixed + alone:
         s.close()
+
+
+def test_a_qeubo_session_asks_the_same_whichever_sessions_share_its_step(tmp_path):
+    target = np.array([0.4, 0.2, 1.2])
+    runs = []
+    for name, seeds in (("a", (10, 11)), ("b", (12, 11))):  # the session seeded 11 in both
+        path = tmp_path / f"{name}.db"
+        sessions = [
+            Session.create(path, f"s{i}", PARAMS, "qeubo", 3, seed, n_initial=2)
+            for i, seed in enumerate(seeds)
+        ]
+        asked, steps = [], {}
+        for _ in range(4):
+            queries = ask_together(sessions, steps)
+            asked.append(queries[1].as_dicts())
+            for s, query in zip(sessions, queries, strict=True):  # no ties: stay in step
+                gaps = [
+                    float(np.sum((np.array(list(o.values())) - target) ** 2))
+                    for o in query.as_dicts()
+                ]
+                s.answer(query.id, winner=int(np.argmin(gaps)))
+        runs.append(asked)
+        assert group_key(sessions[1], 3) is not None
+        assert list(steps) == [("s0", "s1")]  # stepped together
+        for s in sessions:
+            s.close()
+    for first, second in zip(*runs, strict=True):
+        for x, y in zip(first, second, strict=True):
+            assert x == pytest.approx(y, abs=1e-6)
 
 
 def test_ask_together_returns_pending_queries_unchanged(tmp_path):

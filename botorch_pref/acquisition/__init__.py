@@ -22,6 +22,7 @@ from botorch_pref.acquisition.moments import (
     rbf_predictive_moments,
     supports_rbf_moments,
 )
+from botorch_pref.acquisition.sampling import MemberSobolSampler, member_sobol_normal
 from botorch_pref.acquisition.settings import lean_kernels
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "LaplaceQEUBO",
     "LocalBox",
     "LookaheadBestCompared",
+    "MemberSobolSampler",
     "MomentFactors",
     "RBFMoments",
     "answer_update",
@@ -43,6 +45,7 @@ __all__ = [
     "log_expected_improvement",
     "make_eubo",
     "make_qeubo",
+    "member_sobol_normal",
     "moment_factors",
     "moments_from_factors",
     "near_boundary",

@@ -20,6 +20,8 @@ sampler, so that the acquisition surface is deterministic and L-BFGS can climb i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.acquisition.analytic import AnalyticAcquisitionFunction
@@ -29,7 +31,6 @@ from botorch.acquisition.preference import (
 )
 from botorch.models.model import Model
 from botorch.sampling.normal import SobolQMCNormalSampler
-from botorch.utils.sampling import draw_sobol_normal_samples
 from botorch.utils.transforms import t_batch_mode_transform
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
@@ -45,6 +46,7 @@ from botorch_pref.acquisition.moments import (
     rbf_predictive_moments,
     supports_rbf_moments,
 )
+from botorch_pref.acquisition.sampling import MemberSobolSampler, member_seeds, member_sobol_normal
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
 __all__ = ["LaplaceEUBO", "LaplaceQEUBO", "make_eubo", "make_qeubo"]
@@ -147,10 +149,17 @@ class LaplaceQEUBO(AcquisitionFunction):
         model: The model.
         num_samples: Quasi-Monte-Carlo samples :math:`S`.
         seed: Seed of the Sobol scrambling (``None``: drawn from torch's global generator once,
-            as BoTorch's sampler does).
+            as BoTorch's sampler does), or for a model with ``batch_shape = (R,)`` one seed per
+            member: member ``r`` then sees the base samples of ``seed[r]``, as it would alone
+            (:class:`~botorch_pref.acquisition.sampling.MemberSobolSampler`).
     """
 
-    def __init__(self, model: PairwiseLaplaceGP, num_samples: int = 128, seed: int | None = None):
+    def __init__(
+        self,
+        model: PairwiseLaplaceGP,
+        num_samples: int = 128,
+        seed: int | Sequence[int] | None = None,
+    ):
         if not supports_rbf_moments(model):
             raise ValueError(
                 "LaplaceQEUBO needs a PairwiseLaplaceGP with data, a ScaleKernel(RBFKernel) and "
@@ -158,6 +167,15 @@ class LaplaceQEUBO(AcquisitionFunction):
             )
         super().__init__(model=model)
         self.num_samples = _check_num_samples(num_samples)
+        self.member_seeds: list[int] | None = None
+        if isinstance(seed, Sequence):
+            self.member_seeds = member_seeds(seed)
+            if tuple(model.batch_shape) != (len(self.member_seeds),):
+                raise ValueError(
+                    f"got {len(self.member_seeds)} seeds for a model with batch_shape "
+                    f"{tuple(model.batch_shape)}; give one seed per member of a (R,)-batched model."
+                )
+            seed = self.member_seeds[0]
         self.seed = int(torch.randint(0, 1000000, (1,)).item()) if seed is None else int(seed)
         self._base: dict[tuple, Tensor] = {}
 
@@ -170,12 +188,14 @@ class LaplaceQEUBO(AcquisitionFunction):
         self.X_pending = None
 
     def _base_samples(self, q: int, like: Tensor) -> Tensor:
-        """``S x q x 1`` base samples, those of ``SobolQMCNormalSampler(S, seed)`` for ``q``."""
+        """``S x q x 1`` base samples, those of ``SobolQMCNormalSampler(S, seed)`` for ``q``
+        (``S x R x q x 1`` with member seeds, member ``r``'s from ``seed[r]``)."""
         key = (q, like.dtype, like.device)
         if key not in self._base:
-            self._base[key] = draw_sobol_normal_samples(
-                d=q, n=self.num_samples, device=like.device, dtype=like.dtype, seed=self.seed
-            ).unsqueeze(-1)
+            seeds = self.member_seeds or [self.seed]
+            n, kw = self.num_samples, {"dtype": like.dtype, "device": like.device}
+            z = member_sobol_normal(seeds, n, q, **kw)
+            self._base[key] = (z if self.member_seeds else z[:, 0]).unsqueeze(-1)
         return self._base[key]
 
     @t_batch_mode_transform()
@@ -184,8 +204,9 @@ class LaplaceQEUBO(AcquisitionFunction):
         moments = rbf_predictive_moments(self.model, X)
         mean = moments.mean
         L = psd_safe_cholesky(moments.covariance())
-        z = self._base_samples(X.shape[-2], mean)  # S x q x 1
-        z = z.reshape(z.shape[0], *([1] * (L.dim() - 2)), *z.shape[-2:])  # S x 1.. x q x 1
+        z = self._base_samples(X.shape[-2], mean)  # S x [R x] q x 1
+        lead = L.dim() - z.dim() + 1  # t-batch dimensions the samples are shared along
+        z = z.reshape(z.shape[0], *([1] * lead), *z.shape[1:])  # S x 1.. x [R x] q x 1
         samples = mean.unsqueeze(-1) + L @ z  # S x ... x q x 1
         return samples.squeeze(-1).max(dim=-1).values.mean(dim=0)
 
@@ -215,7 +236,7 @@ def make_eubo(model: Model, previous_winner: Tensor | None = None) -> Acquisitio
 
 
 def make_qeubo(
-    model: Model, num_samples: int = 128, seed: int | None = None
+    model: Model, num_samples: int = 128, seed: int | Sequence[int] | None = None
 ) -> AcquisitionFunction:
     r"""Monte-Carlo qEUBO, :math:`E[\max_{i \le q} g(x_i)]`, with a scrambled-Sobol sampler.
 
@@ -226,7 +247,9 @@ def make_qeubo(
     Args:
         model: A preference model with a Gaussian posterior.
         num_samples: Quasi-Monte-Carlo samples of the joint posterior.
-        seed: Seed of the Sobol scrambling (fixed base samples: a deterministic surface).
+        seed: Seed of the Sobol scrambling (fixed base samples: a deterministic surface); for
+            a model with ``batch_shape = (R,)``, optionally one seed per member, so that each
+            member sees the base samples it would see alone.
 
     Returns:
         The acquisition function.
@@ -234,7 +257,11 @@ def make_qeubo(
     num_samples = _check_num_samples(num_samples)
     if supports_rbf_moments(model):
         return LaplaceQEUBO(model, num_samples=num_samples, seed=seed)
-    sampler = SobolQMCNormalSampler(sample_shape=torch.Size([num_samples]), seed=seed)
+    shape = torch.Size([num_samples])
+    if isinstance(seed, Sequence):
+        sampler = MemberSobolSampler(shape, seeds=seed)
+    else:
+        sampler = SobolQMCNormalSampler(sample_shape=shape, seed=seed)
     return qExpectedUtilityOfBestOption(pref_model=model, sampler=sampler)
 
 

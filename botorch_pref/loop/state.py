@@ -218,7 +218,8 @@ class LoopState:
         if cfg.strategy == "eubo" and not local:
             return make_eubo(group.model), 2, None
         if cfg.strategy == "qeubo" and not local:
-            seed = derived_seed(self.seeds[group.members[0]], k, Stream.ACQF) % 2**31
+            seeds = [derived_seed(self.seeds[r], k, Stream.ACQF) % 2**31 for r in group.members]
+            seed = seeds if self.backend.batched else seeds[0]  # each member's own base samples
             return make_qeubo(group.model, cfg.mc_samples, seed=seed), cfg.q, None
         if cfg.strategy == "random":
             raise ValueError(f"strategy {cfg.strategy!r} has no acquisition function.")

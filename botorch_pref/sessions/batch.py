@@ -12,10 +12,12 @@ Sessions are compatible when they have the same optimiser settings besides the s
 ``q``, model, schedule, ...), the same bounds and the same number of standing choices, and
 either no choice yet fitted or their latest stored fit is the one the schedule made last (a
 refit after the next choice starts from it); the model must be one the batched back end holds
-(``"laplace"``, ``"laplace-box"``) and the strategy not qEUBO (its batched acquisition shares
-one set of base samples among the members). The others, and any group the batched step fails
-for, get their query from :meth:`Session.ask <botorch_pref.sessions.Session.ask>`, one at a
-time, as do sessions whose answers changed while the step ran.
+(``"laplace"``, ``"laplace-box"``). Every random draw of the step is the session's own (qEUBO's
+base samples too, :class:`~botorch_pref.acquisition.sampling.MemberSobolSampler`), so a
+session's query does not depend on the sessions stepped with it. Sessions with other models,
+and any group the batched step fails for, get their query from :meth:`Session.ask
+<botorch_pref.sessions.Session.ask>`, one at a time, as do sessions whose answers changed while
+the step ran.
 
 A query made in a batched step is stored with the step's fit and recommendation, as
 ``Session.ask`` stores its own; the session's own optimiser is not touched (when it is next
@@ -184,9 +186,9 @@ def group_key(session: Session, answers: int) -> tuple[str, int] | None:
 
 
 def _batchable(config: LoopConfig) -> bool:
-    # qEUBO's batched acquisition draws one set of base samples for all members (from the
-    # first one's seed): a session's query would depend on the sessions stepped with it.
-    return config.model in BATCHED_MODELS and config.strategy != "qeubo"
+    # every random draw of a batched step is the member's own (qEUBO's base samples too), so
+    # a session's query does not depend on the sessions stepped with it
+    return config.model in BATCHED_MODELS
 
 
 def _compatible(session: Session) -> str:
