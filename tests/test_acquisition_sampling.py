@@ -88,8 +88,9 @@ def test_bad_member_seeds_are_refused():
         make_qeubo(batch, seed=SEEDS[:2])
     with pytest.raises(ValueError, match="one seed per member"):
         make_qeubo(singles[0], seed=SEEDS)
-    with pytest.raises(ValueError, match="integers"):
-        make_qeubo(batch, seed=[1, 2.5, 3])
+    for bad in ([1, 2.5, 3], [1, "2", 3], [1, None, 3]):
+        with pytest.raises(ValueError, match="integers"):
+            make_qeubo(batch, seed=bad)
     with pytest.raises(ValueError, match="at least one seed"):
         MemberSobolSampler(torch.Size([8]), seeds=[])
     # BoTorch's class: the sampler checks the posterior's members

@@ -11,9 +11,10 @@ with :math:`h(u) = \phi(u) + u\Phi(u)` (:mod:`botorch_pref.acquisition.improveme
 (Astudillo et al., 2023) is its Monte-Carlo generalisation to :math:`q` options,
 :math:`E[\max_i g(x_i)]`. Both are BoTorch's classes (``AnalyticExpectedUtilityOfBestOption``,
 ``qExpectedUtilityOfBestOption``). For a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP`
-with a scaled RBF kernel, :func:`make_eubo` and :func:`make_qeubo` return :class:`LaplaceEUBO`
-and :class:`LaplaceQEUBO` instead: the same values and gradients, computed from the model's
-cached posterior factors in a few tensor operations (:mod:`botorch_pref.acquisition.moments`).
+with a scaled RBF or Matern (3/2, 5/2) kernel, :func:`make_eubo` and :func:`make_qeubo` return
+:class:`LaplaceEUBO` and :class:`LaplaceQEUBO` instead: the same values and gradients, computed
+from the model's cached posterior factors in a few tensor operations
+(:mod:`botorch_pref.acquisition.moments`).
 :func:`make_qeubo` fixes the choice the optimisation loop needs: a seeded scrambled-Sobol
 sampler, so that the acquisition surface is deterministic and L-BFGS can climb it.
 """
@@ -54,7 +55,7 @@ __all__ = ["LaplaceEUBO", "LaplaceQEUBO", "make_eubo", "make_qeubo"]
 
 class LaplaceEUBO(AnalyticAcquisitionFunction):
     r"""EUBO on pairs for a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with a
-    scaled RBF kernel, fused into a few tensor operations.
+    scaled RBF or Matern (3/2, 5/2) kernel, fused into a few tensor operations.
 
     The value is BoTorch's ``AnalyticExpectedUtilityOfBestOption``'s,
 
@@ -75,7 +76,8 @@ class LaplaceEUBO(AnalyticAcquisitionFunction):
     through the closed form), which saves about a third of a value-and-gradient evaluation.
 
     Use :func:`make_eubo`, which returns this class when it applies (an ARD or isotropic
-    ``ScaleKernel(RBFKernel)``, no input transform) and BoTorch's otherwise.
+    ``ScaleKernel`` of an RBF or Matern 3/2 or 5/2 kernel, no input transform) and BoTorch's
+    otherwise.
 
     Args:
         model: The model.
@@ -84,8 +86,9 @@ class LaplaceEUBO(AnalyticAcquisitionFunction):
     def __init__(self, model: PairwiseLaplaceGP) -> None:
         if not supports_rbf_moments(model):
             raise ValueError(
-                "LaplaceEUBO needs a PairwiseLaplaceGP with data, a ScaleKernel(RBFKernel) and "
-                "no input transform; use make_eubo, which falls back to BoTorch's EUBO."
+                "LaplaceEUBO needs a PairwiseLaplaceGP with data, a ScaleKernel of an RBF or "
+                "Matern 3/2 or 5/2 kernel and no input transform; use make_eubo, which falls "
+                "back to BoTorch's EUBO."
             )
         super().__init__(model=model)
 
@@ -126,13 +129,14 @@ class _PairEUBO(torch.autograd.Function):
 
 class LaplaceQEUBO(AcquisitionFunction):
     r"""Monte-Carlo qEUBO, :math:`E[\max_{i \le q} g(x_i)]`, fused for a
-    :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with a scaled RBF kernel.
+    :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with a scaled RBF or Matern (3/2,
+    5/2) kernel.
 
     The value is BoTorch's ``qExpectedUtilityOfBestOption`` with a
     ``SobolQMCNormalSampler(num_samples, seed)``: the same scrambled-Sobol normal base samples
-    :math:`z_s` (one set for every t-batch), the joint posterior's mean :math:`\mu` and
-    covariance :math:`\Sigma` at the ``q`` options, :math:`L = \operatorname{chol}(\Sigma)`
-    (jitter only if it fails, as GPyTorch), and
+    :math:`z_s` (one set for every t-batch, or one per member of a batched model), the joint
+    posterior's mean :math:`\mu` and covariance :math:`\Sigma` at the ``q`` options,
+    :math:`L = \operatorname{chol}(\Sigma)` (jitter only if it fails, as GPyTorch), and
 
     .. math::
 
@@ -162,8 +166,9 @@ class LaplaceQEUBO(AcquisitionFunction):
     ):
         if not supports_rbf_moments(model):
             raise ValueError(
-                "LaplaceQEUBO needs a PairwiseLaplaceGP with data, a ScaleKernel(RBFKernel) and "
-                "no input transform; use make_qeubo, which falls back to BoTorch's qEUBO."
+                "LaplaceQEUBO needs a PairwiseLaplaceGP with data, a ScaleKernel of an RBF or "
+                "Matern 3/2 or 5/2 kernel and no input transform; use make_qeubo, which falls "
+                "back to BoTorch's qEUBO."
             )
         super().__init__(model=model)
         self.num_samples = _check_num_samples(num_samples)
@@ -214,9 +219,9 @@ class LaplaceQEUBO(AcquisitionFunction):
 def make_eubo(model: Model, previous_winner: Tensor | None = None) -> AcquisitionFunction:
     r"""Analytic EUBO on pairs (``q = 2``), or on ``q = 1`` challengers of a fixed design.
 
-    For a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with a scaled RBF kernel
-    and no input transform this is the fused :class:`LaplaceEUBO` (same values, a fraction of
-    the time); otherwise BoTorch's ``AnalyticExpectedUtilityOfBestOption``. With
+    For a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with a scaled RBF or Matern
+    (3/2, 5/2) kernel and no input transform this is the fused :class:`LaplaceEUBO` (same values,
+    a fraction of the time); otherwise BoTorch's ``AnalyticExpectedUtilityOfBestOption``. With
     ``previous_winner`` :math:`c`, BoTorch's class returns :math:`E[(g(x) - g(c))^+]` (it drops
     the :math:`\mu(c)` term), which is :class:`~botorch_pref.acquisition.ChampionChallenger`'s
     value.
@@ -240,9 +245,10 @@ def make_qeubo(
 ) -> AcquisitionFunction:
     r"""Monte-Carlo qEUBO, :math:`E[\max_{i \le q} g(x_i)]`, with a scrambled-Sobol sampler.
 
-    For a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with a scaled RBF kernel
-    and no input transform this is the fused :class:`LaplaceQEUBO` (BoTorch's values and
-    gradients, a fraction of the time); otherwise BoTorch's ``qExpectedUtilityOfBestOption``.
+    For a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with a scaled RBF or Matern
+    (3/2, 5/2) kernel and no input transform this is the fused :class:`LaplaceQEUBO` (BoTorch's
+    values and gradients, a fraction of the time); otherwise BoTorch's
+    ``qExpectedUtilityOfBestOption``.
 
     Args:
         model: A preference model with a Gaussian posterior.

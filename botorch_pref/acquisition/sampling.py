@@ -36,7 +36,11 @@ def member_seeds(seeds: Sequence[int]) -> list[int]:
     """
     out = []
     for s in seeds:
-        if isinstance(s, bool) or int(s) != s:
+        try:
+            ok = not isinstance(s, (bool, str)) and int(s) == s
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
             raise ValueError(f"seeds must be integers, got {s!r}.")
         out.append(int(s))
     if not out:
