@@ -87,27 +87,19 @@ class MemberSobolSampler(SobolQMCNormalSampler):
         super().__init__(sample_shape=sample_shape, seed=self.seeds[0])
 
     def _construct_base_samples(self, posterior: Posterior) -> None:
-        target = self._get_collapsed_shape(posterior=posterior)
         start, end = self._get_batch_range(posterior)
         base = posterior.base_sample_shape
-        batch = base[start:end]
-        R = len(self.seeds)
+        batch, event, R = base[start:end], base[end:], len(self.seeds)
         if len(batch) == 0 or batch[-1] != R:
             raise ValueError(
                 f"MemberSobolSampler has {R} seeds but the posterior's t-batch shape is "
                 f"{tuple(batch)}; its last dimension must index the {R} members."
             )
-        event = base[end:]
-        shape = target[: len(target) - len(event) - 1] + torch.Size([R]) + event
-        if self.base_samples is not None and self.base_samples.shape == shape:
-            self.to(device=posterior.device, dtype=posterior.dtype)
-            return
-        samples = member_sobol_normal(
-            self.seeds,
-            self.sample_shape.numel(),
-            event.numel(),
-            dtype=posterior.dtype,
-            device=posterior.device,
-        )
-        self.register_buffer("base_samples", samples.reshape(shape))
+        # BoTorch's collapsed shape, with the members' dimension kept
+        shape = self.sample_shape + base[:start] + torch.Size([1] * (len(batch) - 1) + [R]) + event
+        if self.base_samples is None or self.base_samples.shape != shape:
+            n = self.sample_shape.numel()
+            kw = {"dtype": posterior.dtype, "device": posterior.device}
+            samples = member_sobol_normal(self.seeds, n, event.numel(), **kw)
+            self.register_buffer("base_samples", samples.reshape(shape))
         self.to(device=posterior.device, dtype=posterior.dtype)
