@@ -147,6 +147,27 @@ def anywhere(ours: dict, k: int) -> list[float]:
     return [c[after.index(k)] for c in ours["log_regret_anywhere"]] if k in after else []
 
 
+def answers_to_match(ours: dict, anchor: dict, queries: int) -> int | None:
+    """How many acquisition queries ours needs to reach BoTorch's figure after ``queries``.
+
+    The first ``k`` at which our mean log10 regret, over the seeds both have, is at or below
+    the anchor's mean after ``queries`` queries: "ours finds as good a design with ``k``
+    answers as BoTorch's pipeline with ``queries``". ``None`` if our curves never get there
+    (or no seed is shared).
+    """
+    theirs = {s: c for s, c in zip(anchor["seeds"], anchor["log_regret"], strict=True)}
+    mine = {s: c for s, c in zip(ours["seeds"], ours["log_regret"], strict=True)}
+    seeds = [s for s in mine if s in theirs and len(theirs[s]) > queries]
+    if not seeds:
+        return None
+    target = statistics.fmean(theirs[s][queries] for s in seeds)
+    horizon = min(len(mine[s]) for s in seeds)
+    for k in range(horizon):
+        if statistics.fmean(mine[s][k] for s in seeds) <= target:
+            return k
+    return None
+
+
 def table(results: dict, queries: int) -> str:
     """The suite's table (markdown), one row per problem and strategy.
 
@@ -154,8 +175,9 @@ def table(results: dict, queries: int) -> str:
     (``best(among="anywhere")``) after the last checkpoint, "best compared" the regret of the
     best design compared by then (what a recommender that knew the utility would pick: the
     questions' share of the regret; the difference to the recommendation is the model's),
-    ours and BoTorch's (for anchor runs that recorded it); the other columns score the
-    loop's recommendation, the compared design with the highest posterior mean.
+    ours and BoTorch's (for anchor runs that recorded it); "ours matches BoTorch @Q after" is
+    :func:`answers_to_match`; the other columns score the loop's recommendation, the compared
+    design with the highest posterior mean.
     """
     ks = [k for k in CHECKPOINTS if k <= queries] or [queries]
     head = (
@@ -163,7 +185,7 @@ def table(results: dict, queries: int) -> str:
         + " | ".join(f"ours @{k}" for k in ks)
         + f" | ours anywhere @{queries} | ours best compared @{queries}"
         + f" | BoTorch @{queries} (R) | BoTorch best compared @{queries}"
-        + f" | ours - BoTorch @{queries}"
+        + f" | ours - BoTorch @{queries} | ours matches BoTorch @{queries} after"
         + " | s/query ours | s/query BoTorch |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -179,10 +201,12 @@ def table(results: dict, queries: int) -> str:
                 theirs = _fmt([c[queries] for c in anchor["log_regret"] if len(c) > queries])
                 diff = _fmt(paired(ours, anchor, queries))
                 their_best = _fmt([c[queries] for c in anchor.get("log_regret_compared", [])])
-                row += f" | {theirs} ({len(anchor['seeds'])}) | {their_best} | {diff} | "
+                match = answers_to_match(ours, anchor, queries)
+                match = f"> {len(ours['log_regret'][0]) - 1}" if match is None else str(match)
+                row += f" | {theirs} ({len(anchor['seeds'])}) | {their_best} | {diff} | {match} | "
                 row += f"{ours['seconds_per_query']:.3f} | {anchor['seconds_per_query']:.2f} |"
             else:
-                row += f" | - | - | - | {ours['seconds_per_query']:.3f} | - |"
+                row += f" | - | - | - | - | {ours['seconds_per_query']:.3f} | - |"
             lines.append(row)
     return "\n".join(lines)
 
