@@ -168,6 +168,15 @@ def answers_to_match(ours: dict, anchor: dict, queries: int) -> int | None:
     return None
 
 
+def _match(ours: dict, anchor: dict, queries: int) -> str:
+    """:func:`answers_to_match` as a table cell: ``"> N"`` past our horizon ``N``, ``"-"``
+    without a shared seed."""
+    if not paired(ours, anchor, queries):
+        return "-"
+    k = answers_to_match(ours, anchor, queries)
+    return f"> {min(len(c) for c in ours['log_regret']) - 1}" if k is None else str(k)
+
+
 def table(results: dict, queries: int) -> str:
     """The suite's table (markdown), one row per problem and strategy.
 
@@ -201,8 +210,7 @@ def table(results: dict, queries: int) -> str:
                 theirs = _fmt([c[queries] for c in anchor["log_regret"] if len(c) > queries])
                 diff = _fmt(paired(ours, anchor, queries))
                 their_best = _fmt([c[queries] for c in anchor.get("log_regret_compared", [])])
-                match = answers_to_match(ours, anchor, queries)
-                match = f"> {len(ours['log_regret'][0]) - 1}" if match is None else str(match)
+                match = _match(ours, anchor, queries)
                 row += f" | {theirs} ({len(anchor['seeds'])}) | {their_best} | {diff} | {match} | "
                 row += f"{ours['seconds_per_query']:.3f} | {anchor['seconds_per_query']:.2f} |"
             else:

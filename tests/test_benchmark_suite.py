@@ -46,3 +46,6 @@ def test_the_table_reports_the_answers_to_match():
     slow = _cell({0: [0.0, 0.0, 0.0], 1: [0.0, 0.0, 0.0]}) | {"seconds_per_query": 0.1}
     row = suite.table({"branin": {"eubo": {"ours": slow, "anchor": anchor}}}, 2).splitlines()[2]
     assert row.split(" | ")[column] == "> 2"
+    elsewhere = _cell({3: [0.0, -0.5, -1.0]}) | {"seconds_per_query": 1.0}
+    row = suite.table({"branin": {"eubo": {"ours": ours, "anchor": elsewhere}}}, 2).splitlines()[2]
+    assert row.split(" | ")[column] == "-"
