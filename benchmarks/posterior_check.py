@@ -35,7 +35,6 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.loop import LoopConfig, run_replications
 from botorch_pref.loop.backends import SequentialBackend
 from botorch_pref.loop.replications import _log10_regret
@@ -102,11 +101,8 @@ def compare(queries: Tensor, winners: Tensor, utility, k: int, samples: int, see
     X = queries[:k].reshape(-1, d).to(torch.float64)
     win = 2 * torch.arange(k) + winners[:k].long()
     lose = 2 * torch.arange(k) + 1 - winners[:k].long()
-    data = PreferenceData()
-    for w, loser in zip(win.tolist(), lose.tolist(), strict=True):
-        data = data.add_comparison(w, loser)
-    config = LoopConfig(d)
-    model, mll = config.factory(X, data, **config.model_kwargs())
+    config = LoopConfig(d)  # (winner, loser) rows: what the loop gives its model for pairs
+    model, mll = config.factory(X, torch.stack([win, lose], -1), **config.model_kwargs())
     SequentialBackend().fit(mll, [seed], k, config)
     model.eval()
     with torch.no_grad():
