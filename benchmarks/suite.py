@@ -169,10 +169,7 @@ def answers_to_match(ours: dict, anchor: dict, queries: int) -> int | None:
 
 
 def _match(ours: dict, anchor: dict, queries: int) -> str:
-    """:func:`answers_to_match` as a table cell: ``"> N"`` past our horizon ``N``, ``"-"``
-    without a shared seed."""
-    if not paired(ours, anchor, queries):
-        return "-"
+    """:func:`answers_to_match` as a table cell: ``"> N"`` past our horizon ``N``."""
     k = answers_to_match(ours, anchor, queries)
     return f"> {min(len(c) for c in ours['log_regret']) - 1}" if k is None else str(k)
 
@@ -208,9 +205,10 @@ def table(results: dict, queries: int) -> str:
             row += f" | {_fmt([c[queries] for c in compared])}"
             if anchor:
                 theirs = _fmt([c[queries] for c in anchor["log_regret"] if len(c) > queries])
-                diff = _fmt(paired(ours, anchor, queries))
+                diffs = paired(ours, anchor, queries)
+                diff = _fmt(diffs)
                 their_best = _fmt([c[queries] for c in anchor.get("log_regret_compared", [])])
-                match = _match(ours, anchor, queries)
+                match = _match(ours, anchor, queries) if diffs else "-"  # no shared seed
                 row += f" | {theirs} ({len(anchor['seeds'])}) | {their_best} | {diff} | {match} | "
                 row += f"{ours['seconds_per_query']:.3f} | {anchor['seconds_per_query']:.2f} |"
             else:
