@@ -134,10 +134,15 @@ def _fmt(values: list[float]) -> str:
     return "-" if math.isnan(mean) else f"{mean:+.2f} +- {se:.2f}"
 
 
+def _by_seed(cell: dict) -> dict[int, list[float]]:
+    """A cell's log10 regret curves keyed by seed."""
+    return dict(zip(cell["seeds"], cell["log_regret"], strict=True))
+
+
 def paired(a: dict, b: dict, k: int) -> list[float]:
     """Per common seed, ``a``'s log10 regret minus ``b``'s after ``k`` acquisition queries."""
-    ia = {s: c[k] for s, c in zip(a["seeds"], a["log_regret"], strict=True) if len(c) > k}
-    ib = {s: c[k] for s, c in zip(b["seeds"], b["log_regret"], strict=True) if len(c) > k}
+    ia = {s: c[k] for s, c in _by_seed(a).items() if len(c) > k}
+    ib = {s: c[k] for s, c in _by_seed(b).items() if len(c) > k}
     return [ia[s] - ib[s] for s in sorted(ia.keys() & ib.keys())]
 
 
@@ -155,8 +160,7 @@ def answers_to_match(ours: dict, anchor: dict, queries: int) -> int | None:
     answers as BoTorch's pipeline with ``queries``". ``None`` if our curves never get there
     (or no seed is shared).
     """
-    theirs = {s: c for s, c in zip(anchor["seeds"], anchor["log_regret"], strict=True)}
-    mine = {s: c for s, c in zip(ours["seeds"], ours["log_regret"], strict=True)}
+    theirs, mine = _by_seed(anchor), _by_seed(ours)
     seeds = [s for s in mine if s in theirs and len(theirs[s]) > queries]
     if not seeds:
         return None
