@@ -75,13 +75,19 @@ def minimize_batched(
             model): see :func:`isolating`.
 
     Returns:
-        ``(x, values)``: the ``N x P`` minimisers and the ``N`` values there.
+        ``(x, values)``: the ``N x P`` minimisers and the ``N`` values there. The variables are
+        always finite: should L-BFGS-B's recursion for a problem break down into non-finite
+        variables (its line search can, after trial points charged :math:`+\infty`), that
+        problem gets the point of lowest finite value it evaluated (its start if none), with
+        a ``RuntimeWarning``.
     """
     if x0.dim() != 2:
         raise ValueError(f"x0 must be N x P, got shape {tuple(x0.shape)}.")
     if isolate:
         objective = isolating(objective, isolate)
     current = x0.detach().clone()
+    best_x = x0.detach().clone()  # each problem's evaluated point of lowest finite value
+    best_value = torch.full((x0.shape[0],), math.inf, dtype=torch.float64, device=x0.device)
 
     def func(x: np.ndarray, batch_indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
         rows = torch.as_tensor(batch_indices, dtype=torch.long, device=current.device)
@@ -94,6 +100,9 @@ def minimize_batched(
             )
         (grad,) = torch.autograd.grad(values.sum(), X)
         values, grad = values.detach()[rows], grad[rows]
+        lower = torch.isfinite(values) & (values.double() < best_value[rows])
+        best_value[rows] = torch.where(lower, values.double(), best_value[rows])
+        best_x[rows] = torch.where(lower.unsqueeze(-1), current[rows], best_x[rows])
         bad = ~torch.isfinite(values)
         if bool(bad.any()):  # let the line search back off instead of accepting NaN
             values = torch.where(bad, torch.full_like(values, math.inf), values)
@@ -115,6 +124,15 @@ def minimize_batched(
             pass_batch_indices=True,
         )
     x = torch.from_numpy(xs).to(x0)
+    broken = ~torch.isfinite(x).all(-1)
+    if bool(broken.any()):
+        warnings.warn(
+            f"L-BFGS-B broke down into non-finite variables for problem(s) "
+            f"{broken.nonzero().flatten().tolist()}: returning the best point each evaluated.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        x = torch.where(broken.unsqueeze(-1), best_x, x)
     values = objective(x.clone().requires_grad_(True)).detach()
     return x, values
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
@@ -81,6 +82,36 @@ def test_minimize_batched_charges_an_isolated_error_to_the_failing_problem_only(
         minimize_batched(
             failing, torch.full((3, 2), 0.5, dtype=DT), isolate=(torch.linalg.LinAlgError,)
         )
+
+
+def test_minimize_batched_never_returns_non_finite_variables(monkeypatch):
+    # L-BFGS-B's line search can break down into NaN variables after trial points charged
+    # +inf (seen on a batched Matern 5/2 fit); stand in for such a run: evaluate two points
+    # per problem, then end with problem 1's variables NaN.
+    import botorch_pref.optim as optim
+
+    c = torch.tensor([[0.2, 0.7], [0.8, 0.4], [0.5, 0.9]], dtype=DT)
+
+    def objective(x):
+        return ((x - c) ** 2).sum(-1)
+
+    def broken_lbfgs(func, x0, **kwargs):
+        first = np.full_like(x0, 0.6)
+        func(first, batch_indices=[0, 1, 2])
+        func(x0, batch_indices=[0, 1, 2])
+        xs = first.copy()
+        xs[1] = np.nan
+        return xs, None, None
+
+    monkeypatch.setattr(optim, "fmin_l_bfgs_b_batched", broken_lbfgs)
+    x0 = torch.full((3, 2), 0.1, dtype=DT)
+    with pytest.warns(RuntimeWarning, match=r"non-finite variables for problem\(s\) \[1\]"):
+        x, values = minimize_batched(objective, x0, (0.0, 1.0))
+    assert bool(torch.isfinite(x).all())
+    # problem 1 gets the better of its two evaluated points, 0.6 (0.1 is farther from c[1])
+    torch.testing.assert_close(x[1], torch.full((2,), 0.6, dtype=DT), rtol=0, atol=0)
+    torch.testing.assert_close(x[[0, 2]], torch.full((2, 2), 0.6, dtype=DT), rtol=0, atol=0)
+    torch.testing.assert_close(values, objective(x), rtol=0, atol=0)
 
 
 def test_fit_evidence_batched_matches_separate_fits():
