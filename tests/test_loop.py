@@ -489,6 +489,26 @@ def test_a_failed_refit_keeps_the_hyperparameters_and_records_the_answer(monkeyp
     assert torch.allclose(got, want, atol=1e-8)
 
 
+def test_a_refit_ending_at_non_finite_hyperparameters_keeps_the_previous_ones(monkeypatch):
+    opt = PreferenceOptimizer(BOUNDS, strategy="random", seed=3)
+    _run(opt, 3)
+    before = {k: v.clone() for k, v in opt.model.covar_module.state_dict().items()}
+
+    def nan_fit(mll, **kwargs):  # returns normally, at NaN hyperparameters
+        with torch.no_grad():
+            mll.model.covar_module.raw_outputscale.fill_(float("nan"))
+
+    monkeypatch.setattr("botorch_pref.loop.backends.fit_gpytorch_mll", nan_fit)
+    X = opt.ask()
+    with pytest.warns(RuntimeWarning, match="fit failed after 4 answers .*non-finite"):
+        opt.tell(X, _answer(X))
+    assert opt.n_queries == 4
+    after = opt.model.covar_module.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    with torch.no_grad():
+        assert bool(torch.isfinite(opt.model.posterior(opt.model.datapoints).mean).all())
+
+
 def test_the_sequential_refit_stops_near_the_optimum_of_the_evidence():
     # The loop's fitter stops early (FIT_FTOL); what it leaves on the table must be negligible:
     # a fit from there with a far tighter stopping test gains under 1e-3 nats and moves no

@@ -368,11 +368,17 @@ class LoopState:
             raise
 
     def _fit(self, group: ModelGroup, k: int) -> None:
-        """Refit ``group``'s hyperparameters from their current values; keep them on failure."""
+        """Refit ``group``'s hyperparameters from their current values; keep them on failure.
+
+        A fit fails when it raises one of :data:`FIT_ERRORS` or ends at non-finite
+        hyperparameters; the group then keeps the previous ones, with a ``RuntimeWarning``.
+        """
         state = {name: v.clone() for name, v in group.mll.state_dict().items()}
         seeds = [self.seeds[r] for r in group.members]
         try:
             self.backend.fit(group.mll, seeds, k, self.config)
+            if not all(bool(torch.isfinite(p).all()) for p in group.mll.parameters()):
+                raise ModelFittingError("the fit ended at non-finite hyperparameters")
         except FIT_ERRORS as err:
             group.mll.load_state_dict(state)
             warnings.warn(
