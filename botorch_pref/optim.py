@@ -100,8 +100,9 @@ def minimize_batched(
             )
         (grad,) = torch.autograd.grad(values.sum(), X)
         values, grad = values.detach()[rows], grad[rows]
-        lower = torch.isfinite(values) & (values.double() < best_value[rows])
-        best_value[rows] = torch.where(lower, values.double(), best_value[rows])
+        as_double = values.double()
+        lower = torch.isfinite(as_double) & (as_double < best_value[rows])
+        best_value[rows] = torch.where(lower, as_double, best_value[rows])
         best_x[rows] = torch.where(lower.unsqueeze(-1), current[rows], best_x[rows])
         bad = ~torch.isfinite(values)
         if bool(bad.any()):  # let the line search back off instead of accepting NaN
