@@ -94,3 +94,13 @@ def test_run_bope_rejects_bad_settings():
         run_bope(PROBLEM, utility, 3, n_initial=1)
     with pytest.raises(TypeError, match="model_cls"):
         fit_preference_model(torch.rand(3, 2).double(), torch.tensor([[0, 1]]), torch.nn.Module)
+    with pytest.raises(TypeError, match="model_cls must be a class"):
+        fit_preference_model(torch.rand(3, 2).double(), torch.tensor([[0, 1]]), "PairwiseGP")
+
+
+def test_preference_model_accepts_subclasses():
+    class MyGP(PairwiseLaplaceGP):
+        pass
+
+    Y, C = torch.rand(4, 2, dtype=torch.float64), torch.tensor([[0, 1], [2, 3]])
+    assert type(fit_preference_model(Y, C, MyGP)) is MyGP

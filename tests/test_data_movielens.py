@@ -102,3 +102,20 @@ def test_real_ml100k_from_the_recbole_wheel():
     path = Path(spec.origin).parent / "dataset_example" / "ml-100k" / "ml-100k.inter"
     data = load_movielens(path)
     assert (len(data), data.n_users, data.n_items) == (100000, 943, 1682)
+
+
+def test_ids_are_integers_only_when_written_plainly(tmp_path):
+    # RecBole tokens are strings: "007" and "7" are two users, and "0042" keeps its zeros.
+    path = tmp_path / "lead.inter"
+    path.write_text("user_id:token\titem_id:token\n007\t10\n7\t11\n0042\t12\n-3\t10\n")
+    data = load_movielens(path)
+    assert data.user_ids == ["-3", "0042", "007", "7"] and data.item_ids == [10, 11, 12]
+    assert data.users.tolist() == [2, 3, 1, 0]
+    # Negative integers written plainly stay integers.
+    plain = tmp_path / "plain.inter"
+    plain.write_text("user_id:token\titem_id:token\n-3\t10\n7\t11\n")
+    assert load_movielens(plain).user_ids == [-3, 7]
+    # Numeric ids beyond int64 stay strings instead of overflowing.
+    big = tmp_path / "big.inter"
+    big.write_text("user_id:token\titem_id:token\n12345678901234567890\t10\n2\t11\n")
+    assert load_movielens(big).user_ids == ["12345678901234567890", "2"]

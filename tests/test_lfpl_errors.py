@@ -186,3 +186,24 @@ def test_cli_errors_are_one_line_and_non_zero(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err
         assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_from_factors_rejects_mixed_dtypes():
+    with pytest.raises(ValueError, match="U and V must share dtype and device"):
+        LFPL.from_factors(torch.zeros(3, 2, dtype=torch.float64), torch.zeros(2, 2))
+
+
+def test_dyad_rankings_reject_fractional_lengths_and_boolean_ids():
+    rows, cols = torch.tensor([[0, 1, 2]]), torch.zeros(1, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"lengths must be integers, got dtype torch\.float32"):
+        DyadRankings(rows, cols, torch.tensor([2.9]))
+    with pytest.raises(ValueError, match=r"ids must be integers, got dtypes torch\.bool"):
+        DyadRankings(torch.tensor([[True, False]]), torch.zeros(1, 2, dtype=torch.long))
+
+
+def test_sample_lfpl_rejects_empty_or_negative_sizes():
+    from botorch_pref.lfpl import sample_lfpl
+
+    for n_rows, n_cols in ((0, 5), (-3, -3)):
+        with pytest.raises(ValueError, match="n_rankings, n_rows and n_cols must be positive"):
+            sample_lfpl(10, 2, n_rows, n_cols, 2)

@@ -120,6 +120,10 @@ def test_duplicates_keep_the_latest_timestamp():
     pairs = torch.tensor([[0, 1], [0, 1], [1, 0]])
     data = ImplicitFeedback(pairs, timestamps=torch.tensor([5, 9, 2]))
     assert data.timestamps.tolist() == [9, 2]
+    # Negative times (before 1970) in every integer and floating dtype.
+    for dtype in (torch.int32, torch.int64, torch.float32, torch.float64):
+        data = ImplicitFeedback(pairs, timestamps=torch.tensor([-5, -3, -7], dtype=dtype))
+        assert data.timestamps.tolist() == [-3, -7] and data.timestamps.dtype == dtype
 
 
 @pytest.mark.parametrize(
@@ -191,6 +195,9 @@ def test_metrics_against_brute_force():
         assert got["auc"][u].item() == pytest.approx(auc)
         assert got["hr"][u].item() == pytest.approx(hr)
         assert got["ndcg"][u].item() == pytest.approx(ndcg)
+    # A 0/1 mask of another dtype is refused: `~` on integers is not a logical not.
+    with pytest.raises(TypeError, match=r"exclude must be a boolean mask, got dtype torch\.int64"):
+        heldout_item_metrics(scores, target, exclude.long(), k=k)
 
 
 def test_evaluate_on_a_tiny_data_set():
@@ -351,6 +358,10 @@ def test_kendall_tau():
     torch.testing.assert_close(tau, torch.tensor([1.0, -1.0, 2 / 3]))
     with pytest.raises(ValueError, match="length at least 2"):
         kendall_tau(scores, torch.tensor([4, 1, 3]))
+    with pytest.raises(ValueError, match="must not exceed the width 4 of scores, got 5"):
+        kendall_tau(scores, torch.tensor([4, 5, 3]))
+    with pytest.raises(TypeError, match="lengths must be integers"):
+        kendall_tau(scores, torch.tensor([4.0, 4.0, 3.0]))
 
 
 @pytest.mark.cuda

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -96,6 +97,10 @@ def test_split_and_indexing_trim_padding():
     sub = r[[0]]
     assert sub.max_length == 2 and sub.to_lists() == [[(0, 1), (2, 0)]]
     assert r[1:].to_lists() == r.to_lists()[1:]
+    # Every documented index type: an int of any kind, a 0-d tensor, an empty list.
+    for index in (1, torch.tensor(1), np.int64(1)):
+        assert r[index].to_lists() == [r.to_lists()[1]]
+    assert len(r[[]]) == 0 and r[[]].max_length == 0
     assert (sub.n_rows, sub.n_cols) == (r.n_rows, r.n_cols)
     with pytest.raises(ValueError, match="test_fraction"):
         r.split(1.5)

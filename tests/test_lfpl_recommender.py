@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -100,6 +101,15 @@ def test_bad_settings(kwargs, error, message):
         LFPLRecommender(**kwargs)
 
 
+def test_an_array_of_pairs_fits_like_the_list_of_tuples():
+    pairs = [(1, 10), (1, 11), (2, 11), (2, 12), (3, 10), (3, 12)]
+    want = LFPLRecommender(dim=2, epochs=2, seed=0).fit(pairs)
+    for array in (np.array(pairs), torch.tensor(pairs)):
+        got = LFPLRecommender(dim=2, epochs=2, seed=0).fit(array)
+        assert (got.user_ids, got.item_ids) == (want.user_ids, want.item_ids)
+        torch.testing.assert_close(got.model_.U, want.model_.U)
+
+
 def test_bad_interactions_and_calls():
     with pytest.raises(TypeError, match=r"user ids must be all integers or all strings.*1.5"):
         LFPLRecommender().fit([(1.5, 2), (1, 3)])
@@ -109,6 +119,11 @@ def test_bad_interactions_and_calls():
         LFPLRecommender().fit([(1, 2), (1, 2, 3)])
     with pytest.raises(ValueError, match="not fitted"):
         LFPLRecommender().recommend([1])
+    # A user who interacted with every item has no negative to learn from: named by its id.
+    with pytest.raises(ValueError, match="user 'a' has interacted with every one of the 2 items"):
+        LFPLRecommender(dim=2, epochs=1).fit([("a", 1), ("a", 2), ("b", 1)])
+    with pytest.raises(ValueError, match=r"must have shape \(n, 2\), got \(2, 3\)"):
+        LFPLRecommender().fit(torch.zeros(2, 3, dtype=torch.long))
     rec = LFPLRecommender(dim=2, epochs=1).fit([(1, 10), (2, 11)])
     with pytest.raises(ValueError, match="k must be at least 1, got 0"):
         rec.recommend([1], k=0)

@@ -287,10 +287,18 @@ def _index_python(ids: list[object], name: str) -> tuple[list[int | str], np.nda
 
 
 def _index(raw: np.ndarray) -> tuple[list[int | str], np.ndarray]:
-    """Contiguous indices of the raw ids (integers when every id is one), sorted by id."""
+    """Contiguous indices of the raw ids, sorted by id.
+
+    The ids are integers when every one is an integer written plainly (``"7"``, ``"-3"``) and
+    within int64; otherwise they stay the strings of the file, so ``"007"`` and ``"7"`` remain
+    two ids.
+    """
     try:
         values: np.ndarray = raw.astype(np.int64)
-    except ValueError:
+    except (ValueError, OverflowError):
         values = raw
+    else:
+        if not np.array_equal(values.astype(str), raw.astype(str)):
+            values = raw
     uniques, inverse = np.unique(values, return_inverse=True)
     return uniques.tolist(), inverse.astype(np.int64).reshape(-1)

@@ -123,12 +123,15 @@ def fit_preference_model(
         Y: ``p x k`` outcome vectors.
         comparisons: ``c x 2`` answers ``(winner, loser)`` indexing ``Y``.
         model_cls: ``PairwiseLaplaceGP`` (fitted with :class:`LaplaceEvidence`) or BoTorch's
-            ``PairwiseGP`` (fitted with ``PairwiseLaplaceMarginalLogLikelihood``).
+            ``PairwiseGP`` (fitted with ``PairwiseLaplaceMarginalLogLikelihood``), or a
+            subclass of either.
 
     Returns:
         The fitted model, with a learned ``Normalize`` input transform (as in the tutorial).
     """
-    if model_cls is PairwiseLaplaceGP:
+    if not isinstance(model_cls, type):
+        raise TypeError(f"model_cls must be a class, got {model_cls!r}.")
+    if issubclass(model_cls, PairwiseLaplaceGP):
         mll_cls = LaplaceEvidence
     elif issubclass(model_cls, PairwiseGP):
         mll_cls = PairwiseLaplaceMarginalLogLikelihood

@@ -162,8 +162,9 @@ def _common(parser: argparse.ArgumentParser, progress_flag: bool = True) -> None
         "--threads",
         type=_threads,
         default="auto",
-        help="CPU threads: auto (1 unless OMP_NUM_THREADS or OMP_WAIT_POLICY=PASSIVE is set) "
-        "or a number",
+        help="CPU threads: auto (the command restarts itself with OMP_WAIT_POLICY=PASSIVE and "
+        "keeps torch's thread count, unless OMP_NUM_THREADS, MKL_NUM_THREADS or "
+        "OMP_WAIT_POLICY is set) or a number",
     )
     if progress_flag:
         parser.add_argument("--progress", action="store_true", help="show progress bars")

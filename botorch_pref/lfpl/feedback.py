@@ -110,9 +110,12 @@ class ImplicitFeedback(TensorRecords):
                     raise ValueError(
                         f"interaction {n}: timestamp {float(timestamps[n])} is not finite."
                     )
-            latest = torch.full(self.keys.shape, torch.iinfo(torch.long).min).to(timestamps)
-            if timestamps.is_floating_point():
-                latest.fill_(-torch.inf)
+            lowest = (
+                -torch.inf if timestamps.is_floating_point() else torch.iinfo(timestamps.dtype).min
+            )
+            latest = torch.full(
+                self.keys.shape, lowest, dtype=timestamps.dtype, device=timestamps.device
+            )
             self.timestamps = latest.scatter_reduce(0, inverse, timestamps, reduce="amax")
         counts = torch.bincount(self.users, minlength=self.n_users)
         self.indptr = torch.zeros(self.n_users + 1, dtype=torch.long, device=pairs.device)

@@ -37,6 +37,12 @@ def kendall_tau(scores: Tensor, lengths: Tensor | None = None) -> Tensor:
     if lengths is None:
         lengths = torch.full(scores.shape[:-1], width, device=scores.device)
     lengths = torch.as_tensor(lengths, device=scores.device)
+    if lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise TypeError(f"lengths must be integers, got dtype {lengths.dtype}.")
+    if bool((lengths > width).any()):
+        raise ValueError(
+            f"lengths must not exceed the width {width} of scores, got {int(lengths.max())}."
+        )
     valid = positions < lengths.unsqueeze(-1)
     upper = positions.unsqueeze(-1) < positions  # m < m'
     pair_valid = valid.unsqueeze(-1) & valid.unsqueeze(-2) & upper
@@ -80,6 +86,11 @@ def heldout_item_metrics(
         raise ValueError(
             "scores and exclude must be (B, n_items) and target (B,), got "
             f"{tuple(scores.shape)}, {tuple(exclude.shape)} and {tuple(target.shape)}."
+        )
+    if exclude.dtype != torch.bool:
+        raise TypeError(
+            f"exclude must be a boolean mask, got dtype {exclude.dtype} (use `exclude.bool()` "
+            "for a 0/1 mask)."
         )
     if k < 1:
         raise ValueError(f"k must be positive, got {k}.")

@@ -92,6 +92,11 @@ class LFPL(nn.Module):
                 f"U and V must be 2-d with the same number of columns, got {tuple(U.shape)} "
                 f"and {tuple(V.shape)}."
             )
+        if U.dtype != V.dtype or U.device != V.device:
+            raise ValueError(
+                f"U and V must share dtype and device, got {U.dtype} on {U.device} and "
+                f"{V.dtype} on {V.device}."
+            )
         for name, factor in (("U", U), ("V", V)):
             bad = (~torch.isfinite(factor)).nonzero()
             if bad.numel() > 0:

@@ -78,12 +78,17 @@ class DyadRankings(TensorRecords):
                 "rows and cols must be 2-d tensors of the same shape (rankings x positions), "
                 f"got {tuple(rows.shape)} and {tuple(cols.shape)}."
             )
-        if rows.is_floating_point() or cols.is_floating_point():
-            raise ValueError("row and column ids must be integers.")
+        if _not_integer(rows) or _not_integer(cols):
+            raise ValueError(
+                f"row and column ids must be integers, got dtypes {rows.dtype} and {cols.dtype}."
+            )
         rows, cols = rows.long(), cols.long()
         if lengths is None:
             lengths = torch.full((rows.shape[0],), rows.shape[1], device=rows.device)
-        lengths = torch.as_tensor(lengths, device=rows.device).long()
+        lengths = torch.as_tensor(lengths, device=rows.device)
+        if _not_integer(lengths):
+            raise ValueError(f"lengths must be integers, got dtype {lengths.dtype}.")
+        lengths = lengths.long()
         if lengths.shape != rows.shape[:1]:
             raise ValueError(
                 f"lengths must have shape ({rows.shape[0]},), got {tuple(lengths.shape)}."
@@ -216,10 +221,12 @@ class DyadRankings(TensorRecords):
 
     def __getitem__(self, index: Tensor | slice | Sequence[int] | int) -> DyadRankings:
         """Select rankings (same id spaces); the padded width shrinks to the longest one."""
-        if isinstance(index, int):
-            index = [index]
         if not isinstance(index, slice):
             index = torch.as_tensor(index, device=self.device)
+            if index.dim() == 0:
+                index = index.reshape(1)
+            if index.numel() == 0:
+                index = index.long()
         lengths = self.lengths[index]
         width = int(lengths.max()) if lengths.numel() > 0 else 0
         return DyadRankings(
@@ -302,6 +309,11 @@ def _int_id(value: object, n: int, m: int) -> int:
         if value.dtype != torch.bool and not value.is_complex():
             return int(value)
     raise ValueError(f"ranking {n}, position {m}: ids must be integers, got {value!r}.")
+
+
+def _not_integer(ids: Tensor) -> bool:
+    """Whether a tensor cannot hold ids: floating, complex or boolean."""
+    return ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool
 
 
 def _infer_size(ids: Tensor, valid: Tensor) -> int:

@@ -22,6 +22,7 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -176,14 +177,22 @@ class LFPLRecommender:
 
         Args:
             interactions: An :class:`~botorch_pref.data.Interactions` (e.g. from
-                :func:`~botorch_pref.data.load_movielens`) or ``(user id, item id)`` pairs;
-                ids of one kind are all integers or all strings.
+                :func:`~botorch_pref.data.load_movielens`), ``(user id, item id)`` pairs,
+                or an ``(n, 2)`` array or tensor of them; ids of one kind are all integers or
+                all strings.
             progress: Show a progress bar (only on a terminal).
 
         Returns:
             ``self``.
         """
         if not isinstance(interactions, Interactions):
+            if isinstance(interactions, (Tensor, np.ndarray)):
+                if interactions.ndim != 2 or interactions.shape[1] != 2:
+                    raise ValueError(
+                        "an array of interactions must have shape (n, 2), got "
+                        f"{tuple(interactions.shape)}."
+                    )
+                interactions = interactions.tolist()
             pairs = list(interactions)
             for n, pair in enumerate(pairs):
                 if not isinstance(pair, (tuple, list)) or len(pair) != 2:
@@ -224,6 +233,13 @@ class LFPLRecommender:
             raise ValueError(
                 f"{len(user_ids)} user ids and {len(item_ids)} item ids for interactions with "
                 f"{train.n_users} users and {train.n_items} items."
+            )
+        full = (train.user_counts() >= train.n_items).nonzero()
+        if full.numel() > 0:
+            raise ValueError(
+                f"user {user_ids[int(full[0, 0])]!r} has interacted with every one of the "
+                f"{train.n_items} items: LFPL/IF learns from items a user has not interacted "
+                "with, so every user needs at least one."
             )
         p = self.params
         model = LFPL(

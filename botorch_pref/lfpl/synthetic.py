@@ -61,9 +61,12 @@ def sample_lfpl(
     Returns:
         ``(rankings, truth)``: the rankings and the true model (all ids marked as seen).
     """
+    if n_rankings < 1 or n_rows < 1 or n_cols < 1:
+        raise ValueError(
+            "n_rankings, n_rows and n_cols must be positive, got "
+            f"{n_rankings}, {n_rows} and {n_cols}."
+        )
     n_dyads = n_rows * n_cols
-    if n_rankings < 1:
-        raise ValueError(f"n_rankings must be positive, got {n_rankings}.")
     if not 2 <= length <= n_dyads:
         raise ValueError(f"length must lie in [2, {n_dyads}] (n_rows * n_cols), got {length}.")
     if dim < 1 or scale <= 0:

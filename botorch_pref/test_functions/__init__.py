@@ -90,8 +90,9 @@ def get_utility(name: str, **kwargs: Any) -> Utility:
     ``alpine1-7``, ``levy`` (``dim`` keyword, default 2), ``two-bump``, ``hartmann6-in-20``.
     Patterns: ``ackley<d>``, ``alpine1-<d>``, ``levy<d>`` and ``<name>-in-<D>`` (the utility
     ``<name>`` embedded in ``D`` dimensions; keywords go to :class:`Embedded`, e.g. ``seed``).
-    Every utility's ``name`` is accepted, so ``get_utility(f.name)`` rebuilds ``f``. Names are
-    case-insensitive.
+    Every utility's ``name`` is accepted, so ``get_utility(f.name)`` rebuilds ``f``, except an
+    :class:`Embedded` utility built with ``seed`` or ``active_dims``: its name does not record
+    them, so pass the same keyword again. Names are case-insensitive.
 
     Args:
         name: The utility's name.
