@@ -27,7 +27,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.inference.pairs import PairEngine
+from botorch_pref.likelihoods import ObservationKind
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
 __all__ = [
@@ -101,8 +103,15 @@ def comparison_graph(model: PairwiseLaplaceGP) -> ComparisonGraph:
         raise ValueError("The model has no data.")
     if len(model.batch_shape) > 0:
         raise ValueError("comparison_graph needs a model with an empty batch shape.")
-    n = model.n
     C = model.comparisons
+    if isinstance(C, PreferenceData):
+        if not bool((C.kind == ObservationKind.PAIR).all()):
+            raise ValueError(
+                "comparison_graph needs pairwise comparisons; the model's data hold choices, "
+                "rankings or ties."
+            )
+        C = C.options[..., :2]
+    n = model.n
     C = C[C[:, 0] >= 0]  # drop padding rows
     engine = PairEngine.from_comparisons(
         model.likelihood, C.unsqueeze(0), n, dtype=model.datapoints.dtype
@@ -182,6 +191,11 @@ def relative_posterior(
     """
     if X.dim() != 2:
         raise ValueError(f"X must be t x d, got shape {tuple(X.shape)}.")
+    if len(getattr(model, "batch_shape", ())) > 0:
+        raise ValueError(
+            f"relative_posterior needs a model with an empty batch shape, got "
+            f"{tuple(model.batch_shape)}."
+        )
     if reference is None:
         if model.datapoints is None:
             raise ValueError("A prior-only model needs an explicit reference.")

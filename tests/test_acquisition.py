@@ -252,12 +252,32 @@ def test_fused_laplace_eubo_equals_botorch_eubo():
     torch.testing.assert_close(
         make_eubo(batch)(Zb), AnalyticExpectedUtilityOfBestOption(pref_model=batch)(Zb)
     )
+    # a batched model sharing one unbatched kernel among its members
+    shared = PairwiseLaplaceGP(Xb, Cb, covar_module=make_covar_module(3))
+    torch.testing.assert_close(
+        make_eubo(shared)(Zb), AnalyticExpectedUtilityOfBestOption(pref_model=shared)(Zb)
+    )
     # models it does not fit get BoTorch's class
     transformed = PairwiseLaplaceGP(X, C, input_transform=Normalize(3))
     assert not isinstance(make_eubo(transformed), LaplaceEUBO)
     assert not isinstance(make_eubo(model, previous_winner=X[0]), LaplaceEUBO)
     with pytest.raises(ValueError, match="ScaleKernel"):
         LaplaceEUBO(transformed)
+
+
+def test_fused_eubo_sees_the_prior_mean_constant_as_the_posterior_does():
+    from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
+
+    from botorch_pref.acquisition import LaplaceEUBO
+
+    g = torch.Generator().manual_seed(4)
+    X = torch.rand(12, 2, generator=g, dtype=DT)
+    model = PairwiseLaplaceGP(X, torch.stack([torch.arange(0, 12, 2), torch.arange(1, 12, 2)], -1))
+    model.mean_module.constant.data.fill_(5.0)
+    Z = torch.rand(4, 2, 2, generator=g, dtype=DT)
+    fused = make_eubo(model)
+    assert isinstance(fused, LaplaceEUBO)
+    torch.testing.assert_close(fused(Z), AnalyticExpectedUtilityOfBestOption(pref_model=model)(Z))
 
 
 @pytest.mark.filterwarnings("ignore:A not p.d., added jitter")
@@ -306,6 +326,10 @@ def test_fused_laplace_qeubo_equals_botorch_qeubo(q):
     Zb = torch.rand(5, 2, q, 3, generator=g, dtype=DT)
     torch.testing.assert_close(
         make_qeubo(batch, num_samples=64, seed=2)(Zb), botorch_qeubo(batch, 2)(Zb)
+    )
+    shared = PairwiseLaplaceGP(Xb, Cb, covar_module=make_covar_module(3))  # one kernel for all
+    torch.testing.assert_close(
+        make_qeubo(shared, num_samples=64, seed=2)(Zb), botorch_qeubo(shared, 2)(Zb)
     )
     # choices among four options under the multinomial-logit likelihood
     from botorch_pref.data import PreferenceData

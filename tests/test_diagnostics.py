@@ -6,6 +6,7 @@ import matplotlib
 import pytest
 import torch
 
+from botorch_pref import PairwiseProbit, PreferenceData
 from botorch_pref.diagnostics import comparison_graph, plot_comparison_graph, relative_posterior
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
@@ -25,6 +26,9 @@ def test_graph_counts_degrees_and_components():
     assert g.num_components == 2
     assert g.components.tolist() == [0, 0, 0, 1, 1, 1]
     assert g.algebraic_connectivity == 0.0
+    # the same answers recorded as PreferenceData give the same graph
+    same = comparison_graph(PairwiseLaplaceGP(X, PreferenceData.from_comparisons(C)))
+    assert same.edges.tolist() == g.edges.tolist() and same.wins.tolist() == g.wins.tolist()
 
 
 def test_laplacian_is_the_hessian_of_the_negative_log_likelihood():
@@ -88,3 +92,10 @@ def test_plot_and_bad_input(tmp_path):
         relative_posterior(model, X[0])
     with pytest.raises(ValueError, match="reference"):
         relative_posterior(model, X, X[:0])
+    batched = PairwiseLaplaceGP(torch.stack([X, X]), C)
+    with pytest.raises(ValueError, match=r"empty batch shape, got \(2,\)"):
+        relative_posterior(batched, X)
+    ties = PreferenceData.from_comparisons(C).add_tie(0, 1)
+    tie_model = PairwiseLaplaceGP(X, ties, likelihood=PairwiseProbit(tie_threshold=0.5))
+    with pytest.raises(ValueError, match="choices, rankings or ties"):
+        comparison_graph(tie_model)

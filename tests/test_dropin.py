@@ -431,3 +431,14 @@ def test_posterior_transform_gets_the_test_points():
         transform = Recording()
         model.posterior(Xt, posterior_transform=transform)
         assert transform.X is Xt
+
+
+@pytest.mark.parametrize("shape", [(0, 2), (0, 3, 2), (4, 0, 2)])
+def test_posterior_at_no_test_points_is_empty_like_pairwise_gp(shape):
+    X, C = small_data()
+    ours = PairwiseLaplaceGP(X, C, covar_module=plain_kernel(2))
+    ref = PairwiseGP(X, C, covar_module=plain_kernel(2))
+    Xt = torch.rand(*shape, dtype=torch.float64)
+    po, pr = ours.posterior(Xt), ref.posterior(Xt)
+    assert po.mean.shape == pr.mean.shape == (*shape[:-1], 1)
+    assert po.variance.shape == pr.variance.shape

@@ -67,6 +67,29 @@ def test_predictive_probability_matches_monte_carlo(lik):
     torch.testing.assert_close(lik.predictive_probability(mean, var), mc, atol=3e-3, rtol=0)
 
 
+def _logit_expectation(m: float, sd: float, scale: float) -> float:
+    """E[sigmoid(X / s)], X ~ N(m, sd^2), by adaptive quadrature over the logistic variable L
+    of scale s: E_L[Phi((m - L) / sd)]."""
+    integrate = pytest.importorskip("scipy.integrate")
+
+    def integrand(u: float) -> float:  # u = L / s, standard logistic density
+        return 0.125 * math.erfc((u * scale - m) / (sd * math.sqrt(2))) / math.cosh(0.5 * u) ** 2
+
+    return integrate.quad(integrand, -60, 60, limit=200)[0]
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.3])
+def test_logit_predictive_probability_is_exact_for_wide_and_narrow_beliefs(scale):
+    """From sd << s (the sigmoid smooth on the Gaussian's scale) to sd >> s (a step)."""
+    lik = PairwiseLogit(scale)
+    for sd in (0.0, 0.1, 1.0, 2.9, 10.0, 30.0, 1000.0):
+        means = torch.linspace(-3 * sd - 2, 3 * sd + 2, 13, dtype=torch.float64)
+        got = lik.predictive_probability(means, torch.full_like(means, sd * sd))
+        for m, p in zip(means.tolist(), got.tolist(), strict=True):
+            want = 1 / (1 + math.exp(-m / scale)) if sd == 0 else _logit_expectation(m, sd, scale)
+            assert p == pytest.approx(want, abs=1e-10), (sd, m)
+
+
 def test_bad_scales_raise():
     with pytest.raises(ValueError, match="noise_std"):
         PairwiseProbit(noise_std=0.0)

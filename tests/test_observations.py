@@ -89,6 +89,9 @@ def test_container_layout():
         (lambda d: d.add_tie(2, 2), "more than once"),
         (lambda d: d.add_comparison(-1, 2), "non-negative"),
         (lambda d: d.add_choice([0.5, 1], chosen=1), "integer"),
+        (lambda d: d.add_choice([4, 5, 6], chosen=5.7), "chosen must be an integer, got 5.7"),
+        (lambda d: d.add_choice([0, 1, 2], chosen=True), "chosen must be an integer, got True"),
+        (lambda d: d.add_ranking([1, 2, 3], order=[1, 2], top_k=1.5), "top_k must be an integer"),
     ],
 )
 def test_container_errors(build, match):

@@ -361,3 +361,63 @@ def test_posterior_rejects_bad_test_points(data):
         model.posterior(torch.tensor([[0.1, float("nan")]], dtype=torch.float64))
     with pytest.raises(ValueError, match="input dimensions"):
         model.posterior(torch.rand(3, 5, dtype=torch.float64))
+
+
+def test_posterior_follows_a_replaced_likelihood_noise_level_or_kernel(data):
+    """The cached mode is found again when what it depends on changes, not only when a
+    parameter's value does: each change gives the posterior of a model built with it."""
+    from botorch_pref import PairwiseProbit
+    from botorch_pref.models.kernels import make_covar_module
+
+    X, C = data
+    Xt = torch.rand(5, X.shape[-1], dtype=X.dtype, generator=torch.Generator().manual_seed(1))
+
+    def mean(model):
+        return model.posterior(Xt).mean
+
+    def check(model, **fresh):
+        torch.testing.assert_close(mean(model), mean(PairwiseLaplaceGP(X, C, **fresh)))
+
+    model = PairwiseLaplaceGP(X, C)
+    mean(model)
+    model.likelihood = PairwiseProbit(noise_std=0.1)
+    check(model, likelihood=PairwiseProbit(noise_std=0.1))
+    model = PairwiseLaplaceGP(X, C)
+    mean(model)
+    model.likelihood.noise_std = 0.1
+    check(model, likelihood=PairwiseProbit(noise_std=0.1))
+    d = X.shape[-1]
+    model = PairwiseLaplaceGP(X, C, covar_module=make_covar_module(d, base_kernel="rbf"))
+    mean(model)
+    model.covar_module = make_covar_module(d, base_kernel="matern32")  # equal raw values
+    check(model, covar_module=make_covar_module(d, base_kernel="matern32"))
+
+
+def test_to_moves_the_data_with_the_hyperparameters(data):
+    """``model.to(dtype)`` / ``.double()`` give the model built from converted data; integer
+    test points are told to be cast, not the model."""
+    X, C = data
+    Xt = torch.rand(5, X.shape[-1], dtype=X.dtype, generator=torch.Generator().manual_seed(2))
+    want = PairwiseLaplaceGP(X, C).posterior(Xt)
+    for convert in (lambda m: m.to(torch.float64), lambda m: m.double()):
+        model = PairwiseLaplaceGP(X.float(), C)
+        model.posterior(Xt.float())  # a float32 mode, cached
+        convert(model)
+        assert model.datapoints.dtype == torch.float64
+        got = model.posterior(Xt)
+        torch.testing.assert_close(got.mean, want.mean)
+        torch.testing.assert_close(got.variance, want.variance)
+    with pytest.raises(RuntimeError, match=r"cast X \(X.to\(torch.float64\)\) first"):
+        model.posterior(torch.zeros(2, X.shape[-1], dtype=torch.long))
+
+
+def test_condition_on_observations_refuses_indices_outside_the_new_designs(data):
+    X, C = data
+    model = PairwiseLaplaceGP(X, C)
+    new = torch.rand(2, X.shape[-1], dtype=X.dtype)
+    for Y, bad in (([[0, -1]], -1), ([[-1, -1]], -1), ([[0, 2]], 2)):
+        with pytest.raises(PreferenceDataError, match=f"from 0, got index {bad}"):
+            model.condition_on_observations(new, torch.tensor(Y))
+    with pytest.raises(RuntimeError, match="3 input dimensions, the model's data have 2"):
+        model.condition_on_observations(torch.rand(2, 3, dtype=X.dtype), torch.tensor([[0, 1]]))
+    assert model.n == X.shape[-2]  # unchanged

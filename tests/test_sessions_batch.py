@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from botorch.fit import fit_gpytorch_mll
 
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.likelihoods import PairwiseProbit
 from botorch_pref.loop import LoopConfig
 from botorch_pref.loop.records import stack_data
+from botorch_pref.models.evidence import LaplaceEvidence
 from botorch_pref.models.factories import laplace_model
 from botorch_pref.optim import fit_evidence_batched
 from botorch_pref.sessions import Session
@@ -78,6 +80,51 @@ def test_batched_model_fits_one_tie_threshold_per_member():
             atol=1e-5,
         )
     assert float(thresholds.max() - thresholds.min()) > 1e-3  # each member its own
+
+
+def test_sequential_fit_of_a_tie_model_counts_each_prior_once():
+    """``LaplaceEvidence`` is the evidence plus each hyperparameter's log prior once (the
+    tie threshold's too), so ``fit_gpytorch_mll`` and the batched fitter agree."""
+    data = _ties_data(1)
+    model = _model([data], None)
+    lik, kernel = model.likelihood, model.covar_module
+    expected = (
+        model.laplace_evidence().sum()
+        + lik.tie_threshold_prior.log_prob(lik.tie_threshold)
+        + kernel.outputscale_prior.log_prob(kernel.outputscale)
+        + kernel.base_kernel.lengthscale_prior.log_prob(kernel.base_kernel.lengthscale).sum()
+    )
+    torch.testing.assert_close(LaplaceEvidence(lik, model)(), expected)
+    fit_gpytorch_mll(LaplaceEvidence(lik, model))
+    alone_batch = _model([data], 1)
+    fit_evidence_batched(alone_batch)
+    torch.testing.assert_close(
+        lik.tie_threshold.detach(),
+        alone_batch.likelihood.tie_threshold[0].detach(),
+        atol=1e-4,
+        rtol=0,
+    )
+
+
+def test_preference_probability_of_a_batched_tie_model_is_each_members():
+    """Per-member tie thresholds meet the right member for test points with or without a
+    leading batch of their own (T = 2 broadcasts only if aligned right; T = 3 = b must not mix
+    the members up)."""
+    datasets = [_ties_data(0), _ties_data(1), _ties_data(2)]
+    batch = _model(datasets, 3)
+    batch.likelihood.tie_threshold = torch.tensor([0.1, 1.0, 3.0], dtype=torch.float64)
+    members = [_model([data], None) for data in datasets]
+    for member, theta in zip(members, (0.1, 1.0, 3.0), strict=True):
+        member.likelihood.tie_threshold = theta  # the kernels' initial values are equal
+    g = torch.Generator().manual_seed(0)
+    for shape in ((3, 2), (2, 3, 2), (3, 3, 2)):
+        X1 = torch.rand(shape, generator=g, dtype=torch.float64)
+        X2 = torch.rand(shape, generator=g, dtype=torch.float64)
+        got = batch.preference_probability(X1, X2).detach()
+        assert got.shape == shape[:-1]
+        for i, member in enumerate(members):
+            want = member.preference_probability(X1[..., i, :], X2[..., i, :]).detach()
+            torch.testing.assert_close(got[..., i], want)
 
 
 def test_batch_tie_threshold_is_validated():

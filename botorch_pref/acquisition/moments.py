@@ -38,6 +38,7 @@ from typing import NamedTuple
 import torch
 from botorch.models.model import Model
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
+from gpytorch.means import ConstantMean
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
@@ -120,6 +121,8 @@ class MomentFactors(NamedTuple):
         alpha: ``(batch x) n x 1`` representer weights :math:`\alpha`.
         M_t: ``(batch x) n x r`` transposed whitened curvature factor :math:`M^\top`.
         nu: ``None`` for the RBF kernel, else the Matern kernel's smoothness.
+        constant: The prior mean :math:`c` (``mean_module.constant``, zero unless set), which
+            shifts every posterior mean.
     """
 
     train_Z: Tensor
@@ -128,6 +131,7 @@ class MomentFactors(NamedTuple):
     alpha: Tensor
     M_t: Tensor
     nu: float | None
+    constant: Tensor | float = 0.0
 
 
 class RBFMoments(NamedTuple):
@@ -175,8 +179,9 @@ def supports_rbf_moments(model: Model) -> bool:
     r"""Whether :func:`rbf_predictive_moments` applies to ``model``.
 
     It does for a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with data, no input
-    transform, a batch shape of at most one dimension and a ``ScaleKernel`` of an ``RBFKernel``
-    or a ``MaternKernel`` with :math:`\nu \in \{3/2, 5/2\}` on all inputs.
+    transform, a batch shape of at most one dimension, a ``ConstantMean`` (the default) and a
+    ``ScaleKernel`` of an ``RBFKernel`` or a ``MaternKernel`` with :math:`\nu \in \{3/2, 5/2\}`
+    on all inputs.
     """
     kernel = getattr(model, "covar_module", None)
     if type(kernel) is not ScaleKernel:
@@ -190,6 +195,7 @@ def supports_rbf_moments(model: Model) -> bool:
         and smooth
         and base.active_dims is None
         and len(model.batch_shape) <= 1
+        and type(model.mean_module) is ConstantMean
     )
 
 
@@ -207,13 +213,15 @@ def moment_factors(model: PairwiseLaplaceGP) -> MomentFactors:
     batch = model.batch_shape
     ls = kernel.base_kernel.lengthscale.detach()  # (batch x) 1 x d or 1 x 1
     M = factors.M.reshape(*batch, *factors.M.shape[-2:])
+    outputscale = kernel.outputscale.detach()  # batch or () (a kernel shared by the members)
     return MomentFactors(
         train_Z=train_X / ls,
         lengthscale=ls,
-        outputscale=kernel.outputscale.detach().reshape(*batch, 1, 1),
+        outputscale=outputscale.reshape(*outputscale.shape, 1, 1).expand(*batch, 1, 1),
         alpha=factors.alpha.reshape(*batch, -1, 1),
         M_t=M.transpose(-1, -2),
         nu=kernel.base_kernel.nu if isinstance(kernel.base_kernel, MaternKernel) else None,
+        constant=model.mean_module.constant.detach(),
     )
 
 
@@ -238,7 +246,7 @@ def moments_from_factors(factors: MomentFactors, X: Tensor) -> RBFMoments:
         - 2.0 * Zs @ Xs.transpose(-1, -2)
     ).clamp_min(0.0)
     K_cross = factors.outputscale * correlation(d2, factors.nu)
-    mean = (K_cross @ factors.alpha).squeeze(-1)  # ... x q
+    mean = (K_cross @ factors.alpha).squeeze(-1) + factors.constant  # ... x q, as the posterior
     return RBFMoments(Zs, factors.outputscale, mean, K_cross @ factors.M_t, factors.nu, d2)
 
 

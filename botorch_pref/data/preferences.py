@@ -92,6 +92,17 @@ def _index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
     return out
 
 
+def _whole(value: object, name: str) -> int:
+    """``value`` as an int, refusing booleans and fractional or non-numeric values."""
+    try:
+        out = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise PreferenceDataError(f"{name} must be an integer, got {value!r}.") from err
+    if isinstance(value, bool) or bool(out != value):
+        raise PreferenceDataError(f"{name} must be an integer, got {value!r}.")
+    return out
+
+
 class PreferenceData:
     r"""Mixed preference observations over designs indexed ``0 .. n-1`` (see module docstring).
 
@@ -281,7 +292,7 @@ class PreferenceData:
         opts = _index_list(options, "options")
         if len(opts) < 2:
             raise PreferenceDataError(f"a choice needs at least two options, got {opts}.")
-        chosen = int(chosen)
+        chosen = _whole(chosen, "chosen")
         if chosen not in opts:
             raise PreferenceDataError(f"chosen design {chosen} is not one of the options {opts}.")
         row = [chosen] + [o for o in opts if o != chosen]
@@ -320,7 +331,7 @@ class PreferenceData:
             raise PreferenceDataError("order must rank at least one design.")
         k = min(len(ranked), q - 1)
         if top_k is not None:
-            top_k = int(top_k)
+            top_k = _whole(top_k, "top_k")
             if top_k < 1 or top_k > len(ranked):
                 raise PreferenceDataError(
                     f"top_k must lie in [1, {len(ranked)}] (the length of order), got {top_k}."

@@ -172,14 +172,19 @@ def validate_test_points(X: Tensor, dim: int | None, dtype: torch.dtype | None =
     if dim is not None and X.shape[-1] != dim:
         raise ValueError(f"X has {X.shape[-1]} input dimensions, the model has {dim}.")
     if dtype is not None and X.dtype != dtype:
+        hint = f" or the model (model.to({X.dtype}))" if X.is_floating_point() else ""
         raise PreferenceInputError(
             f"X has dtype {X.dtype} but the model computes in {dtype}: cast X "
-            f"(X.to({dtype})) or the model (model.to({X.dtype})) first."
+            f"(X.to({dtype})){hint} first."
         )
 
 
-def validate_fantasy_comparisons(Y: Tensor) -> None:
+def validate_fantasy_comparisons(Y: Tensor, n_new: int | None = None) -> None:
     """Check comparisons ``batch x m x 2`` among new designs (``condition_on_observations``).
+
+    Args:
+        Y: The comparisons, indexing the new designs from 0.
+        n_new: The number of new designs, when known: every index must lie in ``[0, n_new)``.
 
     Raises:
         PreferenceInputError: (a ``ValueError`` and a ``RuntimeError``, which ``PairwiseGP``
@@ -194,6 +199,13 @@ def validate_fantasy_comparisons(Y: Tensor) -> None:
             "Conditioning on non-pairwise comparison observations: Y must have shape "
             f"batch x m x 2, got {tuple(Y.shape)}."
         )
+    if n_new is not None and Y.numel() > 0:
+        low, high = int(Y.min()), int(Y.max())
+        if low < 0 or high >= n_new:
+            bad = low if low < 0 else high
+            raise PreferenceInputError(
+                f"Y indexes the {n_new} new designs (rows of X) from 0, got index {bad}."
+            )
 
 
 def expand_comparisons(comparisons: Comparisons, batch: torch.Size, device) -> Comparisons:

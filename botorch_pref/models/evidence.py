@@ -54,7 +54,7 @@ class LaplaceEvidence(MarginalLogLikelihood):
         if args:
             self._check_training_data(*args)
         value = self.model.laplace_evidence().sum()
-        for _, module, prior, closure, _ in self.named_priors():
+        for _, module, prior, closure, _ in self.model.named_priors():
             value = value + prior.log_prob(closure(module)).sum()
         return value
 

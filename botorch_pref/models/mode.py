@@ -6,8 +6,9 @@ for the hyperparameter values it was last found at, the mode :math:`\hat f`
 (:class:`~botorch_pref.inference.engine.ModeResult`), the flat-batch prior covariance :math:`K`
 it was found with, the transformed training designs, and the posterior factors
 (:class:`~botorch_pref.inference.engine.LaplaceFactors`, formed lazily on the first posterior
-call). The model compares a snapshot of its hyperparameter values with the one stored here
-(:meth:`LaplaceMode.is_current`) and finds the mode again only when they differ.
+call). The model compares a key of its hyperparameters (:class:`ModeKey`: their values, its
+modules and the link's scale) with the one stored here (:meth:`LaplaceMode.is_current`) and
+finds the mode again only when they differ.
 
 Warm starts: a mode search starts from the previous mode's coefficients when only the
 hyperparameters changed, otherwise from a :class:`~botorch_pref.inference.engine.WarmStart`
@@ -18,14 +19,58 @@ than zero is discarded by the Newton driver).
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from torch.nn import Module
 
 from botorch_pref.inference.engine import LaplaceEngine, LaplaceFactors, ModeResult, WarmStart
 from botorch_pref.inference.newton import Form, default_tolerance
 
-__all__ = ["LaplaceMode"]
+__all__ = ["LaplaceMode", "ModeKey"]
+
+
+@dataclass(frozen=True, eq=False)
+class ModeKey:
+    """What a mode depends on besides the data: the hyperparameters in the widest sense.
+
+    The parameter values alone do not identify them: a likelihood or kernel replaced by another
+    one (of another kind, or another ``nu``) can hold equal raw values, and a probit's
+    ``noise_std`` is a plain attribute. The key therefore also holds the model's modules
+    themselves (compared by identity; holding them keeps a replaced module's ``id`` from being
+    reused) and the likelihood's link scale.
+    """
+
+    values: Tensor
+    modules: tuple[Module, ...]
+    scale: float
+
+    @classmethod
+    def of(cls, model: Module) -> ModeKey:
+        """The key of a preference GP's hyperparameters now.
+
+        Args:
+            model: The model (its ``likelihood`` has a ``scale``).
+
+        Returns:
+            The key.
+        """
+        params = [p.detach().reshape(-1) for p in model.parameters()]
+        values = torch.cat(params).clone() if params else torch.zeros(0)
+        return cls(values, tuple(model.modules()), float(model.likelihood.scale))
+
+    def matches(self, other: ModeKey) -> bool:
+        """Whether ``other`` describes the same hyperparameters."""
+        a, b = self.values, other.values
+        return (
+            self.scale == other.scale
+            and len(self.modules) == len(other.modules)
+            and all(m is n for m, n in zip(self.modules, other.modules, strict=True))
+            and a.shape == b.shape
+            and a.device == b.device
+            and torch.equal(a, b)
+        )
 
 
 class LaplaceMode:
@@ -57,38 +102,35 @@ class LaplaceMode:
         self.result: ModeResult | None = None
         self.K: Tensor | None = None  # flat-batch prior covariance at the mode's hyperparameters
         self.train_X: Tensor | None = None  # transformed datapoints, batch_shape x n x d
-        self.snapshot: Tensor | None = None  # hyperparameter values the mode was found at
+        self.snapshot: ModeKey | None = None  # the hyperparameters the mode was found at
         self.loose = False  # found at a looser tolerance than ``tol`` (for the evidence)
         self._factors: LaplaceFactors | None = None
 
-    def is_current(self, snapshot: Tensor) -> bool:
+    def is_current(self, snapshot: ModeKey) -> bool:
         """Whether the mode was found, to the full tolerance, at the hyperparameters ``snapshot``.
 
         Args:
-            snapshot: The model's hyperparameter values, flattened into one tensor.
+            snapshot: The model's hyperparameters now (:meth:`ModeKey.of`).
 
         Returns:
             ``True`` when the cached mode and factors can be used as they are.
         """
-        old = self.snapshot
         return (
             self.result is not None
             and not self.loose
-            and old is not None
-            and old.shape == snapshot.shape
-            and old.device == snapshot.device
-            and torch.equal(old, snapshot)
+            and self.snapshot is not None
+            and self.snapshot.matches(snapshot)
         )
 
     def find(
-        self, K: Tensor, train_X: Tensor, snapshot: Tensor, tol: float | None = None
+        self, K: Tensor, train_X: Tensor, snapshot: ModeKey, tol: float | None = None
     ) -> ModeResult:
         """Find the mode at prior covariance ``K`` (no autograd), warm-started, and cache it.
 
         Args:
             K: ``B x n x n`` flat-batch prior covariance of the transformed designs (detached).
             train_X: ``batch_shape x n x d`` transformed designs (detached).
-            snapshot: The hyperparameter values ``K`` was computed at.
+            snapshot: The hyperparameters ``K`` was computed at.
             tol: Newton tolerance for this search (default: :attr:`tol`); a looser one marks
                 the mode to be polished on the next :meth:`is_current` check.
 

@@ -73,7 +73,7 @@ from botorch_pref.models.data import (
     validate_training_data,
 )
 from botorch_pref.models.kernels import default_covar_module, make_covar_module
-from botorch_pref.models.mode import LaplaceMode
+from botorch_pref.models.mode import LaplaceMode, ModeKey
 from botorch_pref.models.posterior import LaplacePosteriorMixin
 
 __all__ = [
@@ -186,6 +186,22 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         if datapoints is not None:
             self.to(dtype=datapoints.dtype, device=datapoints.device)
             self._update_mode()
+
+    def _apply(self, fn: Any, recurse: bool = True) -> PairwiseLaplaceGP:
+        """``model.to(...)``, ``.double()``, ``.cuda()``: the data move with the parameters.
+
+        The designs take the parameters' new dtype and device, the comparisons their device,
+        and the mode is found again on next use (torch's own ``_apply`` moves only parameters
+        and buffers, which would leave the data behind).
+        """
+        super()._apply(fn, recurse)
+        old = self._datapoints
+        if old is not None:
+            new = fn(old)
+            if new.dtype != old.dtype or new.device != old.device:
+                self._mode = None  # no warm start across dtypes or devices
+                self._set_data(new, self._comparisons, self.batch_shape)
+        return self
 
     # ------------------------------------------------------------------ data
     def _set_data(
@@ -337,11 +353,8 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         return self._mode.result.form
 
     # ------------------------------------------------------------- numerics
-    def _hyper_snapshot(self) -> Tensor:
-        params = [p.detach().reshape(-1) for p in self.parameters()]
-        if not params:
-            return torch.zeros(0)
-        return torch.cat(params).clone()
+    def _hyper_snapshot(self) -> ModeKey:
+        return ModeKey.of(self)
 
     def _flat_K(self, X: Tensor) -> Tensor:
         """Prior covariance of transformed training inputs, flat batch ``B x n x n``."""
@@ -430,7 +443,13 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
             PreferenceInputError: (a ``ValueError`` and a ``RuntimeError``) for non-pairwise
                 or invalid ``Y``; this model is left unchanged.
         """
-        validate_fantasy_comparisons(Y)
+        if not torch.is_tensor(X) or X.dim() < 2:
+            raise PreferenceInputError(f"X must be a batch_shape x n' x d tensor, got {X!r:.80}.")
+        validate_fantasy_comparisons(Y, X.shape[-2])
+        if self._has_data() and X.shape[-1] != self.dim:
+            raise PreferenceInputError(
+                f"X has {X.shape[-1]} input dimensions, the model's data have {self.dim}."
+            )
         new_model = deepcopy(self)
         if not self._has_data():
             new_model.set_train_data(X, Y, update_model=True)

@@ -154,4 +154,12 @@ class LaplacePosteriorMixin:
         mean = post.mean.squeeze(-1)
         cov = post.distribution.covariance_matrix
         var = cov[..., 0, 0] + cov[..., 1, 1] - 2 * cov[..., 0, 1]
-        return self.likelihood.predictive_probability(mean[..., 0] - mean[..., 1], var)
+        delta = mean[..., 0] - mean[..., 1]
+        # The likelihood's per-member settings (a batched tie threshold) lead its tensors; the
+        # posterior's batch members trail any batch of the test points.
+        k = len(self.batch_shape)
+        members, leading = list(range(delta.dim() - k, delta.dim())), list(range(k))
+        p = self.likelihood.predictive_probability(
+            delta.movedim(members, leading), var.movedim(members, leading)
+        )
+        return p.movedim(leading, members)

@@ -62,10 +62,11 @@ def laplace_predict(
     # training-test covariance: test points of all lead members side by side
     Xt = Xe.movedim(0, -3).reshape(*model_part, T * q, d)
     K_cross = kernel(train_X, Xt).to_dense()
-    K_cross = K_cross.expand(*model_part, *K_cross.shape[-2:]).reshape(Bp, -1, T * q)
+    n = train_X.shape[-2]  # explicit sizes: T * q may be 0 (no test points)
+    K_cross = K_cross.expand(*model_part, *K_cross.shape[-2:]).reshape(Bp, n, T * q)
     mean, V = predictive_terms(factors, K_cross)
     mean = mean.reshape(Bp, T, q).transpose(0, 1).reshape(*out_batch, q)
-    V = V.reshape(Bp, -1, T, q).permute(2, 0, 1, 3)  # T x B x r x q
+    V = V.reshape(Bp, V.shape[-2], T, q).permute(2, 0, 1, 3)  # T x B x r x q
     if not full_cov:
         var = kernel(Xe, diag=True).reshape(T, Bp, q) - (V * V).sum(-2)
         return mean, var.reshape(*out_batch, q)
