@@ -119,3 +119,11 @@ def test_ids_are_integers_only_when_written_plainly(tmp_path):
     big = tmp_path / "big.inter"
     big.write_text("user_id:token\titem_id:token\n12345678901234567890\t10\n2\t11\n")
     assert load_movielens(big).user_ids == ["12345678901234567890", "2"]
+
+
+def test_a_byte_order_mark_before_the_header_is_ignored(tmp_path):
+    plain = write(tmp_path, "ratings.csv")
+    marked = tmp_path / "marked" / "ratings.csv"
+    marked.parent.mkdir()
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    assert load_movielens(marked).pairs.tolist() == load_movielens(plain).pairs.tolist()

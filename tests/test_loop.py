@@ -12,7 +12,7 @@ from linear_operator.utils.errors import NotPSDError
 
 from botorch_pref import PairwiseLaplaceGP, PreferenceOptimizer, QueryRecord
 from botorch_pref.likelihoods import ObservationKind, Ranking
-from botorch_pref.loop import LoopConfig
+from botorch_pref.loop import InvalidAnswerError, LoopConfig
 from botorch_pref.loop.backends import SequentialBackend
 from botorch_pref.models.factories import laplace_model
 from botorch_pref.models.kernels import make_covar_module
@@ -399,6 +399,14 @@ def test_replay_accepts_tuples_and_rankings():
     assert r.preference_data == opt.preference_data
     with pytest.raises(ValueError, match="record"):
         PreferenceOptimizer.replay([X1], BOUNDS, strategy="random", q=3)
+    # a record contradicting itself is refused, as tell() refuses the same answer
+    with pytest.raises(InvalidAnswerError, match="record 1: winner 2 disagrees with the ranking"):
+        PreferenceOptimizer.replay(
+            [(X1, 2), (X2, 2, [1, 2, 0])], BOUNDS, strategy="random", q=3, seed=12
+        )
+    pair = PreferenceOptimizer(BOUNDS, strategy="random", ties=True, seed=1).ask()
+    with pytest.raises(InvalidAnswerError, match="record 0: a 'no preference' answer takes no"):
+        PreferenceOptimizer.replay([(pair, 1, None, True)], BOUNDS, ties=True, seed=1)
 
 
 def _final_regret(strategy: str, seed: int, queries: int = 12) -> float:

@@ -138,6 +138,10 @@ def test_anywhere_after_is_validated():
         run_replications(
             "branin", n_replications=1, n_queries=2, scale=SCALE, anywhere_after=[1, 1]
         )
+    with pytest.raises(ValueError, match="with n_initial=0 the count 0 comes before any answer"):
+        run_replications(
+            "branin", n_replications=1, n_queries=2, n_initial=0, scale=SCALE, anywhere_after=[0]
+        )
     res = run_replications("branin", n_replications=1, n_queries=0, n_initial=2, scale=SCALE)
     with pytest.raises(ValueError, match="anywhere_after"):
         res.log_regret_anywhere()

@@ -7,6 +7,7 @@ import json
 import sqlite3
 from datetime import datetime
 
+import numpy as np
 import pytest
 import torch
 
@@ -262,6 +263,9 @@ def test_answer_errors_record_nothing(session):
         session.answer(query.id + 100, 0)
     with pytest.raises(QueryNotPendingError, match="integer"):
         session.answer("1", 0)
+    for beyond in (2**63, -(2**63) - 1):  # ids SQLite cannot hold
+        with pytest.raises(QueryNotPendingError, match=f"No query has the id {beyond}"):
+            session.answer(beyond, 0)
     assert snapshot(session.path)[3] == before[3]
     session.answer(query.id, 0)
     with pytest.raises(QueryNotPendingError, match="already answered"):
@@ -321,6 +325,8 @@ def test_session_names_and_list(db, session):
         ({"strategy": "nope"}, "strategy must be one of"),
         ({"strategy": "eubo", "q": 3}, "pairs"),
         ({"budget": 0}, "budget"),
+        ({"budget": 2**63}, "budget must be at most"),
+        ({"seed": 2**63}, "seed must be at most"),
         ({"refit_every": 0}, "positive"),
         ({"acqf": "x"}, "Unknown optimiser settings"),
         ({"name": ""}, "session name"),
@@ -332,6 +338,15 @@ def test_bad_creation_changes_nothing(db, session, kwargs, match):
     with pytest.raises(SessionError, match=match):
         Session.create(db, **args)
     assert snapshot(db) == before
+
+
+def test_numpy_integers_are_stored_as_integers(db):
+    session = Session.create(
+        db, "numpy", PARAMS, budget=np.int64(5), seed=np.int64(3), n_initial=np.int64(2)
+    )
+    again = Session.open(db, "numpy")
+    assert again.budget == 5 and again.seed == 3 and again.settings["n_initial"] == 2
+    assert session.ask() is not None
 
 
 def test_missing_file_is_not_created(tmp_path):

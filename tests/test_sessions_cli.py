@@ -71,6 +71,8 @@ def kinds(path, name="alice") -> list[tuple[str, int | None, bool]]:
         ("a b", 3, None),
         ("a a", 2, None),
         ("yes", 2, None),
+        ("\u00b2", 2, None),  # a digit to str.isdigit, not to int()
+        ("\u00b9 \u00b2", 2, None),
     ],
 )
 def test_parse_command(line, q, expected):
@@ -189,6 +191,7 @@ def test_bad_input_gives_clear_errors_and_loses_nothing(db, tmp_path, capsys, mo
         (("session", "create", db, "new", "--param", "x:1:0"), "low < high"),
         (("session", "create", db, "new", "--param", "x"), "NAME:LOW:HIGH"),
         (("session", "create", db, "new", "--param", "x:a:1"), "must be numbers"),
+        (("session", "create", db, "new", "--param", "x:0:1", "--seed", str(2**63)), "at most"),
     ]
     for args, match in cases:
         status, _, err = run_cli(capsys, monkeypatch, *args)
@@ -319,7 +322,7 @@ def test_export_errors_are_one_line_and_keep_the_previous_file(db, tmp_path, cap
     run_cli(capsys, monkeypatch, "session", "run", db, "alice", stdin="a\nb\nq\n")
     cases = [
         (tmp_path, "is a directory"),
-        (tmp_path / "no" / "such" / "dir.csv", "No such file or directory"),
+        (tmp_path / "no" / "such" / "dir.csv", f"the directory '{tmp_path / 'no' / 'such'}' does"),
     ]
     for target, match in cases:
         status, _, err = run_cli(capsys, monkeypatch, "session", "export", db, "alice", "-o",

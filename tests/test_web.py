@@ -217,6 +217,19 @@ def test_malformed_answers_write_nothing(served):
             ({"nonce": nonces(c.get(f"/a/{token}").text)[0], "query_id": qid, "choice": "7"}, 400),
             ({"nonce": nonces(c.get(f"/a/{token}").text)[0], "choice": "0"}, 400),
             ({"nonce": nonces(c.get(f"/a/{token}").text)[0], "query_id": "x", "choice": "0"}, 400),
+            # a digit that int() does not read, and an id SQLite cannot hold
+            (
+                {
+                    "nonce": nonces(c.get(f"/a/{token}").text)[0],
+                    "query_id": qid,
+                    "choice": "\u00b2",
+                },
+                400,
+            ),
+            (
+                {"nonce": nonces(c.get(f"/a/{token}").text)[0], "query_id": 2**63, "choice": "0"},
+                409,
+            ),
         ]
         for data, status in cases:
             assert c.post(f"/a/{token}/answer", data=data).status_code == status, data
@@ -295,6 +308,14 @@ def test_create_session_escaping_and_rules(served):
         fresh = nonces(c.get("/admin").text)[0]
         huge = {**form, "nonce": fresh, "name": "huge", "parameters": "x 0 1\n" * 5000}
         assert c.post("/admin/sessions", data=huge).status_code == 413
+        for field in ("seed", "budget"):  # beyond SQLite's integers
+            fresh = nonces(c.get("/admin").text)[0]
+            r = c.post(
+                "/admin/sessions", data={**form, "nonce": fresh, "name": "big", field: 2**63}
+            )
+            assert r.status_code == 400 and f"{field} must be at most" in r.text
+        assert c.get(f"/admin/s/{2**63}").status_code == 404
+        assert c.get(f"/admin/s/{2**63}/utility.png").status_code == 404
         assert len(Session.list(served.path)) == n
     with served.client() as anonymous:
         fresh = "anything"

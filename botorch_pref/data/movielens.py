@@ -121,7 +121,7 @@ def load_movielens(path: str | Path, min_rating: float | None = None) -> Interac
         The :class:`Interactions`; indices follow the sorted original ids.
     """
     path = _resolve(Path(path))
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
     first = text.split("\n", 1)[0].strip()
     if not first:
         raise ValueError(f"{path}: the file is empty.")

@@ -243,10 +243,20 @@ def as_record(i: int, record: Any) -> QueryRecord:
     query, winner, *rest = record
     ranking = rest[0] if rest else None
     tie = bool(rest[1]) if len(rest) > 1 else False
-    if ranking is not None or tie:
-        winner = None
     if ranking is not None:
         ranking = tuple(ranking.reshape(-1).tolist() if torch.is_tensor(ranking) else ranking)
+    if tie and (winner is not None or ranking is not None):
+        raise InvalidAnswerError(
+            f"record {i}: a 'no preference' answer takes no winner or ranking, got winner "
+            f"{winner!r} and ranking {ranking!r}."
+        )
+    if ranking and winner is not None and winner != ranking[0]:
+        raise InvalidAnswerError(
+            f"record {i}: winner {winner!r} disagrees with the ranking {ranking!r}, which puts "
+            f"{ranking[0]!r} first."
+        )
+    if ranking is not None:
+        winner = None  # the ranking's first entry
     return QueryRecord(query, winner, ranking, tie)
 
 

@@ -183,6 +183,11 @@ def run_replications(
         raise ValueError(
             f"anywhere_after must hold distinct counts in [0, {T_acq}], got {list(anywhere_after)}."
         )
+    if config.n_initial == 0 and 0 in after:
+        raise ValueError(
+            "anywhere_after counts acquisition queries after the initial ones; with n_initial=0 "
+            "the count 0 comes before any answer, so there is nothing to recommend from."
+        )
     seeds = [int(seed) + i for i in range(R)]
     bounds = torch.zeros(2, utility.dim, **config.tkwargs)
     bounds[1] = 1.0

@@ -181,6 +181,10 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[TextIO], None]) 
     if target.is_dir():
         raise IsADirectoryError(f"{str(target)!r} is a directory; name a file to export to.")
     directory = target.parent
+    if not directory.is_dir():
+        raise FileNotFoundError(
+            f"Cannot write {str(target)!r}: the directory {str(directory)!r} does not exist."
+        )
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:

@@ -129,6 +129,7 @@ class Session(Closing):
             raise SessionError(f"A session name is a non-empty string, got {name!r}.")
         params = normalize_parameters(parameters)
         settings = check_settings(params, strategy, q, seed, budget, dict(optimizer_options))
+        budget = None if budget is None else int(budget)  # checked: a numpy integer too
         from botorch_pref import __version__
 
         store = Store(path, create=True, timeout=timeout)

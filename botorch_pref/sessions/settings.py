@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from botorch_pref.loop import PreferenceOptimizer
 from botorch_pref.sessions.errors import SessionError
 from botorch_pref.sessions.export import CSV_COLUMNS
 from botorch_pref.sessions.records import Progress
+from botorch_pref.sessions.sql import SQLITE_MAX_INT
 
 __all__ = [
     "LEGACY_KERNEL",
@@ -134,12 +136,18 @@ def check_settings(
         )
     if not isinstance(options.get("model", "laplace"), str):
         raise SessionError("model must be a name (a factory function cannot be stored).")
-    if budget is not None and (
-        isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
-    ):
-        raise SessionError(f"budget must be a positive integer, got {budget!r}.")
+    # numpy scalars as their Python values, so that the settings store as JSON
+    options = {k: v.item() if isinstance(v, np.generic) else v for k, v in options.items()}
+    if budget is not None:
+        if isinstance(budget, bool) or not isinstance(budget, Integral) or budget < 1:
+            raise SessionError(f"budget must be a positive integer, got {budget!r}.")
+        if budget > SQLITE_MAX_INT:
+            raise SessionError(f"budget must be at most {SQLITE_MAX_INT}, got {budget}.")
+        budget = int(budget)
     if seed is None:
         seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] >> 2)
+    elif isinstance(seed, Integral) and not isinstance(seed, bool) and seed > SQLITE_MAX_INT:
+        raise SessionError(f"seed must be at most {SQLITE_MAX_INT} (it is stored), got {seed}.")
     if (
         "ties" not in options
         and q == 2

@@ -87,6 +87,10 @@ def seconds_between(start: str | None, end: str) -> float | None:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
 
 
+#: The largest integer SQLite stores (a signed 64-bit one).
+SQLITE_MAX_INT = 2**63 - 1
+
+
 def as_query_id(value: Any) -> int:
     """A query id given by a caller.
 
@@ -101,7 +105,10 @@ def as_query_id(value: Any) -> int:
     """
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise QueryNotPendingError(f"A query id is an integer, got {value!r}.")
-    return int(value.__index__())
+    query_id = int(value.__index__())
+    if not -SQLITE_MAX_INT - 1 <= query_id <= SQLITE_MAX_INT:
+        raise QueryNotPendingError(f"No query has the id {query_id}.")
+    return query_id
 
 
 def session_row(row: Sequence[Any]) -> SessionRow:

@@ -155,7 +155,7 @@ def parse_command(line: str, q: int) -> Command | None:
 
 def _option_index(token: str, q: int) -> int | None:
     """``a``.. or ``1``.. as a 0-based option index, else ``None``."""
-    if token.isdigit() and 1 <= int(token) <= q:
+    if token.isascii() and token.isdigit() and 1 <= int(token) <= q:
         return int(token) - 1
     letters = string.ascii_lowercase[: min(q, 10)]
     if len(token) == 1 and token in letters:

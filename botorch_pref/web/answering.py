@@ -149,7 +149,7 @@ def parse_choice(form: dict[str, str], q: int) -> tuple[int, dict[str, Any]]:
         return query_id, {"tie": True}
     if choice == "skip":
         return query_id, {"skip": True}
-    if choice.isdigit() and len(choice) < 4 and int(choice) < q:
+    if choice.isascii() and choice.isdigit() and len(choice) < 4 and int(choice) < q:
         return query_id, {"winner": int(choice)}
     raise HTTPProblem(400, f"Unknown choice {choice[:20]!r}.")
 

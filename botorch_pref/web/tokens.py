@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from botorch_pref.sessions.sql import SQLITE_MAX_INT
+
 __all__ = ["TokenStore", "WebSession", "new_token"]
 
 _SCHEMA = """
@@ -173,6 +175,8 @@ class TokenStore:
 
     def _one(self, column: str, value: int | str) -> WebSession | None:
         """The record whose (unique) ``column`` is ``value``."""
+        if isinstance(value, int) and not -SQLITE_MAX_INT - 1 <= value <= SQLITE_MAX_INT:
+            return None  # no record has an id SQLite cannot store
         with self._lock:
             row = self._conn.execute(
                 f"SELECT {self._COLUMNS} FROM web_tokens WHERE {column} = ?", (value,)
