@@ -69,11 +69,13 @@ def test_replications_use_the_optimizer_defaults():
     assert res.n_initial == 20 and defaults.mc_samples == 128 and res.answers == "choice"
 
 
-def test_loop_state_rejects_a_bad_backend():
+def test_loop_state_rejects_a_bad_backend_or_no_member():
     config = LoopConfig(2, seed=0)
     bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DT)
     with pytest.raises(ValueError, match="backend"):
         LoopState(config, bounds, backend="threads")
+    with pytest.raises(ValueError, match="seeds must name at least one member"):
+        LoopState(config, bounds, seeds=[], backend="batched")
     with pytest.raises(ValueError, match="batched back end"):
         LoopState(
             dataclasses.replace(config, model="pairwisegp", kernel=None), bounds, [0, 1], "batched"

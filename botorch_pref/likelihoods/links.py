@@ -230,9 +230,10 @@ class PairwiseLogit(PairwiseLikelihood):
         :math:`\sqrt v \gg s` (an error of 0.05 at :math:`\sqrt v = 30 s`).
         """
         key = (mean.dtype, mean.device)
-        if key not in self._rules:
-            self._rules[key] = _expectation_rules(*key)
-        nodes, weights, grid, density = self._rules[key]
+        rules = self.__dict__.setdefault("_rules", {})  # absent from objects pickled earlier
+        if key not in rules:
+            rules[key] = _expectation_rules(*key)
+        nodes, weights, grid, density = rules[key]
         s, mean = self._scale, self._shift(mean)
         sd = var.clamp_min(0).sqrt()
         narrow = torch.sigmoid((mean.unsqueeze(-1) + sd.unsqueeze(-1) * nodes) / s)

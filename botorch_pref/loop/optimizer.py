@@ -24,7 +24,8 @@ member and the sequential back end (the settings and their defaults are
   the same datapoint.
 * All randomness (initial and random queries, ``optimize_acqf``'s raw samples, qEUBO's base
   samples, fit restarts) is drawn from seeds derived from ``(seed, query number)``, so the same
-  seed and the same answers give the same run, and the state after
+  seed and the same answers give the same run (with the same intra-op thread count: torch's
+  reductions round differently with another), and the state after
   :meth:`PreferenceOptimizer.replay` of a history is the state of the run that produced it.
 """
 

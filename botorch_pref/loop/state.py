@@ -105,6 +105,8 @@ class LoopState:
         self.config = config
         self.bounds = bounds
         self.seeds = [config.seed] if seeds is None else [int(s) for s in seeds]
+        if not self.seeds:
+            raise ValueError("seeds must name at least one member (or be None for one).")
         self.backend: Backend = BACKENDS[backend]
         self.reset()
 

@@ -14,7 +14,8 @@ either no choice yet fitted or their latest stored fit is the one the schedule m
 refit after the next choice starts from it); the model must be one the batched back end holds
 (``"laplace"``, ``"laplace-box"``). Every random draw of the step is the session's own (qEUBO's
 base samples too, :class:`~botorch_pref.acquisition.sampling.MemberSobolSampler`), so a
-session's query does not depend on the sessions stepped with it. Sessions with other models,
+session's query depends on the sessions stepped with it only through rounding (the batched
+solvers step every member until the last one converges). Sessions with other models,
 and any group the batched step fails for, get their query from :meth:`Session.ask
 <botorch_pref.sessions.Session.ask>`, one at a time, as do sessions whose answers changed while
 the step ran.
@@ -187,7 +188,7 @@ def group_key(session: Session, answers: int) -> tuple[str, int] | None:
 
 def _batchable(config: LoopConfig) -> bool:
     # every random draw of a batched step is the member's own (qEUBO's base samples too), so
-    # a session's query does not depend on the sessions stepped with it
+    # a session's query depends on the sessions stepped with it only through rounding
     return config.model in BATCHED_MODELS
 
 

@@ -164,7 +164,7 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
     cr.add_argument("--seed", type=int, default=None, help="default: drawn and stored")
     cr.add_argument("--budget", type=int, default=None, help="planned number of answers")
     cr.add_argument("--n-initial", type=int, default=None, help="random queries first")
-    cr.add_argument("--model", default=None, help="laplace (default) or pairwisegp")
+    cr.add_argument("--model", default=None, help="laplace (default), laplace-box or pairwisegp")
     cr.add_argument(
         "--answers",
         choices=("choice", "pairs"),

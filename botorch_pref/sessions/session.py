@@ -111,9 +111,10 @@ class Session(Closing):
             seed: Seed of the optimiser; ``None`` draws one (it is stored).
             budget: The planned number of answers (shown as progress), or ``None``.
             timeout: Seconds to wait for another process's lock.
-            **optimizer_options: Other ``PreferenceOptimizer`` settings (``n_initial``,
-                ``model`` (a name), ``refit_every``, ``refit_all_until``, ``num_restarts``,
-                ``raw_samples``, ``mc_samples``, ``answers``, ``ties``, ``champion_variant``).
+            **optimizer_options: Other ``PreferenceOptimizer`` settings, the names in
+                :data:`~botorch_pref.sessions.settings.OPTIMIZER_OPTIONS` (``n_initial``,
+                ``model`` (a name), ``kernel``, ``lengthscale_prior``, ``link``,
+                ``refit_every``, ``local_every``, ``lookahead_every``, ...).
                 A new session with ``q = 2`` and a Laplace model models "no preference"
                 answers (``ties=True``) unless told otherwise; with ``q > 2`` an answer is a
                 choice among the options (``answers="choice"``, the optimiser's default).
