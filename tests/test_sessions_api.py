@@ -26,6 +26,7 @@ from botorch_pref.sessions import (
     SessionExistsError,
     SessionNotFoundError,
 )
+from botorch_pref.sessions.export import EXPORT_FORMAT
 
 PARAMS = [("x", 0.0, 1.0), ("y", -2.0, 3.0)]
 FAST = {"strategy": "random", "seed": 3, "refit_all_until": 0, "refit_every": 10**6}
@@ -458,6 +459,17 @@ def test_import_plain_records_then_continue(session):
     assert session.progress().imported == 3
 
 
+WINNER_AND_RANKING = json.dumps(
+    [{"options": [[0.1, 0], [0.2, 0]], "kind": "winner", "winner": 1, "ranking": [0, 1]}]
+)
+_EXPORT = {"format": EXPORT_FORMAT, "parameter_names": ["x", "y"], "answers": []}
+_QUERY = {"id": 1, "options": [[0.1, 0], [0.2, 0]]}
+EXPORT_WITH_BAD_NAMES = json.dumps({**_EXPORT, "parameter_names": [["x"], "y"], "queries": []})
+EXPORT_WITH_A_LIST_ID = json.dumps(
+    {**_EXPORT, "queries": [_QUERY], "answers": [{"query_id": [1], "kind": "winner", "winner": 0}]}
+)
+
+
 @pytest.mark.parametrize(
     ("content", "suffix", "match"),
     [
@@ -473,6 +485,16 @@ def test_import_plain_records_then_continue(session):
         ('[{"options": [{"x": 0.1}, {"x": 0.2}], "winner": 1}]', ".json", "parameters"),
         ('[{"options": [[0.1, 0.0], [0.2, 0.0]], "kind": "maybe"}]', ".json", "unknown kind"),
         ('[{"options": [[0.1, 0], [0.2, 0]], "winner": 0, "answered_at": "x"}]', ".json", "ISO"),
+        (
+            '[{"options": [[1' + "0" * 400 + ', 0], [0.2, 0]], "winner": 0}]',
+            ".json",
+            "not a number",
+        ),
+        ('[{"options": [[0.1, 0], [0.2, 0]], "kind": "skip", "winner": 1}]', ".json", "takes no"),
+        ('[{"options": [[0.1, 0], [0.2, 0]], "kind": "tie", "ranking": [1, 0]}]', ".json", "no"),
+        (WINNER_AND_RANKING, ".json", "takes no ranking"),
+        (EXPORT_WITH_BAD_NAMES, ".json", "Malformed"),
+        (EXPORT_WITH_A_LIST_ID, ".json", "query_id"),
         ("query_id,option,x\n1,0,0.1\n", ".csv", "lacks the columns"),
         ("query_id,option,x,y\n1,0,0.1,0\n", ".csv", "winner"),
         ("query_id,option,x,y,winner\n1,0,0.1,0,0\n1,1,0.2,0,1\n", ".csv", "differs"),
@@ -490,6 +512,15 @@ def test_malformed_import_files_import_nothing(tmp_path, session, content, suffi
     with pytest.raises(ImportFormatError, match=match):
         session.import_comparisons(path)
     assert snapshot(session.path) == before
+
+
+def test_a_csv_with_blank_answer_ids_is_grouped_by_query(tmp_path, session):
+    path = tmp_path / "in.csv"
+    path.write_text(
+        "answer_id,query_id,option,x,y,winner\n"
+        ",1,0,0.1,0,0\n,1,1,0.2,0,0\n,2,0,0.3,0,1\n,2,1,0.4,0,1\n"
+    )
+    assert session.import_comparisons(path) == 2
 
 
 def test_import_from_a_missing_file(tmp_path, session):

@@ -59,6 +59,9 @@ def test_colour_spaces():
     assert colour.hex_colour(black) == "#000000"
 
 
+BOUNDS_NARROW = {"x": (1e6, 1e6 + 1), "y": (2020.0, 2021.0)}
+
+
 def test_builtin_renderers():
     drawn = render_colour({"r": 1.0, "g": 0.0, "b": 0.0}, BOUNDS)
     assert drawn.kind == "image" and drawn.src.startswith("data:image/svg+xml;base64,")
@@ -91,6 +94,17 @@ def test_user_renderer_outputs():
         to_rendered(b"not an image", rows)
     with pytest.raises(TypeError):
         to_rendered(object(), rows)
+    # MP3 frames of every MPEG version and layer without an ID3 tag
+    for header in (b"\xff\xfb", b"\xff\xfa", b"\xff\xf3", b"\xff\xe3"):
+        assert to_rendered(header + b"\x90\x00" + b"\x00" * 10, rows).kind == "audio"
+    # SVG after a byte-order mark, a DOCTYPE or a comment
+    body = '<svg xmlns="http://www.w3.org/2000/svg"/>'
+    for lead in ("\ufeff", '<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" "x">\n', "<!-- a -->"):
+        assert to_rendered(lead + body, rows).kind == "image"
+    # PIL modes a PNG cannot hold as they are
+    for mode in ("CMYK", "F", "I", "RGBX", "YCbCr"):
+        drawn = to_rendered(Image.new(mode, (4, 4)), rows)
+        assert drawn.src.startswith("data:image/png;base64,"), mode
 
 
 def test_user_renderer_from_a_file(tmp_path):
@@ -104,6 +118,9 @@ def test_user_renderer_from_a_file(tmp_path):
 
             def broken(values):
                 raise RuntimeError("boom")
+
+            def leaves(values):
+                raise SystemExit(1)
             """
         )
     )
@@ -113,8 +130,42 @@ def test_user_renderer_from_a_file(tmp_path):
     assert drawn.kind == "image"
     failed = renderers.render(f"{module}:broken", {"x": 0.5}, {"x": (0.0, 1.0)})
     assert failed.kind == "table" and "RuntimeError" in failed.text
+    left = RendererSet([f"{module}:leaves"]).render(f"{module}:leaves", {"x": 0.5}, {"x": (0, 1)})
+    assert left.kind == "table" and "SystemExit" in left.text
     with pytest.raises(ValueError):
         RendererSet([f"{module}:missing"])
+    # a file that needs to be in sys.modules while it runs (a dataclass with postponed
+    # annotations), and one that raises on import
+    dataclass_module = tmp_path / "shapes.py"
+    dataclass_module.write_text(
+        textwrap.dedent(
+            """
+            from __future__ import annotations
+            from dataclasses import dataclass
+
+            @dataclass
+            class Shape:
+                width: int
+
+            def svg(values):
+                return f'<svg xmlns="http://www.w3.org/2000/svg" width="{Shape(3).width}"/>'
+            """
+        )
+    )
+    drawn = RendererSet([f"{dataclass_module}:svg"]).render(
+        f"{dataclass_module}:svg", {"x": 0.5}, {"x": (0.0, 1.0)}
+    )
+    assert drawn.kind == "image"
+    raising = tmp_path / "raising.py"
+    raising.write_text("import os\nos.environ['NO_SUCH_VARIABLE_FOR_THIS_TEST']\n")
+    with pytest.raises(ValueError, match=r"Cannot load the renderer .*KeyError"):
+        RendererSet([f"{raising}:f"])
+
+
+def test_values_show_enough_digits_to_tell_options_apart():
+    rows = RendererSet().render("table", {"x": 1e6 + 0.1, "y": 2020.4}, BOUNDS_NARROW).rows
+    assert [r.value for r in rows] == ["1000000.1", "2020.4"]
+    assert RendererSet().render("table", {"x": 0.25}, {"x": (0.0, 1.0)}).rows[0].value == "0.25"
 
 
 def test_nonces_are_single_use_and_scoped():
@@ -207,6 +258,10 @@ def test_a_worker_process_that_dies_is_replaced(tmp_path):
 def test_parse_parameters():
     assert parse_parameters("x 0 1\n\n y:0:2 ") == [("x", 0.0, 1.0), ("y", 0.0, 2.0)]
     assert parse_parameters("a long name 1 2") == [("a long name", 1.0, 2.0)]
+    assert parse_parameters("time (h:m) 0 10\nratio a:b:0:1") == [
+        ("time (h:m)", 0.0, 10.0),
+        ("ratio a:b", 0.0, 1.0),
+    ]
     for bad in ("", "x 0", "x a b", "x 0 inf"):
         with pytest.raises(ValueError):
             parse_parameters(bad)

@@ -117,6 +117,8 @@ def _records_from_export(
         answers = list(data["answers"])
     except (KeyError, TypeError, ValueError) as err:
         raise ImportFormatError(f"Malformed session export: missing or bad field {err}.") from None
+    if not all(isinstance(n, str) for n in names):
+        raise ImportFormatError(f"Malformed session export: parameter_names {names!r:.200}.")
     if sorted(names) != sorted(p[0] for p in parameters):
         raise ImportFormatError(
             f"The export's parameters {names} differ from this session's "
@@ -124,7 +126,8 @@ def _records_from_export(
         )
     records = []
     for i, a in enumerate(answers):
-        if not isinstance(a, Mapping) or a.get("query_id") not in options:
+        query_id = a.get("query_id") if isinstance(a, Mapping) else None
+        if isinstance(query_id, bool) or not isinstance(query_id, int) or query_id not in options:
             raise ImportFormatError(f"Answer {i} of the export has no known query_id.")
         if a.get("retracted_at"):
             continue
@@ -187,8 +190,8 @@ def _check_value(value: Any, parameter: tuple[str, float, float], j: int) -> flo
         raise ImportFormatError(f"option {j}: {name} = {value!r} is not a number")
     try:
         v = float(value)
-    except (TypeError, ValueError):
-        raise ImportFormatError(f"option {j}: {name} = {value!r} is not a number") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ImportFormatError(f"option {j}: {name} = {value!r:.40} is not a number") from None
     slack = 1e-9 * (high - low)
     if not math.isfinite(v) or v < low - slack or v > high + slack:
         raise ImportFormatError(f"option {j}: {name} = {v!r} lies outside [{low}, {high}]")
@@ -200,9 +203,13 @@ def _check_record_answer(rec: Mapping[str, Any], q: int) -> ValidAnswer:
     kind = rec.get("kind")
     winner, ranking = rec.get("winner"), rec.get("ranking")
     if kind in ("skip", "tie"):
+        if winner not in (None, "") or ranking not in (None, ""):
+            raise ImportFormatError(f"kind {kind!r} takes no winner or ranking")
         return check_answer(q, skip=kind == "skip", tie=kind == "tie")
     if kind not in (None, "winner", "ranking"):
         raise ImportFormatError(f"unknown kind {kind!r} (winner, ranking, skip or tie)")
+    if kind == "winner" and ranking not in (None, ""):
+        raise ImportFormatError("kind 'winner' takes no ranking")
     if kind == "winner" or (kind is None and ranking is None):
         if winner is None:
             raise ImportFormatError("gives no answer: 'winner', 'ranking' or 'kind'")
@@ -238,7 +245,8 @@ def _parse_csv(text: str, parameters: Sequence[tuple[str, float, float]]) -> lis
         raise ImportFormatError(f"The CSV lacks the columns {missing} (has {sorted(header)}).")
     if not header & {"winner", "ranking", "kind"}:
         raise ImportFormatError("The CSV needs a 'winner', 'ranking' or 'kind' column.")
-    key = "answer_id" if "answer_id" in header else "query_id"
+    with_ids = "answer_id" in header and all((r.get("answer_id") or "").strip() for r in rows)
+    key = "answer_id" if with_ids else "query_id"
     groups: dict[str, list[tuple[int, dict[str, str]]]] = {}
     for line, row in enumerate(rows, start=2):
         if None in row or any(v is None for v in row.values()):

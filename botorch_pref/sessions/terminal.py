@@ -68,11 +68,19 @@ def load_renderer(spec: str) -> Renderer:
             if file_spec is None or file_spec.loader is None:
                 raise ImportError(f"cannot load {module_name}")
             module = importlib.util.module_from_spec(file_spec)
-            file_spec.loader.exec_module(module)
+            # registered while it runs, as an import would: dataclasses and typing look it up
+            sys.modules[file_spec.name] = module
+            try:
+                file_spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[file_spec.name]
+                raise
         else:
             module = importlib.import_module(module_name)
-    except (ImportError, OSError, SyntaxError) as err:
-        raise ValueError(f"Cannot load the renderer {spec!r}: {err}") from None
+    except Exception as err:  # whatever the module raises on import
+        raise ValueError(
+            f"Cannot load the renderer {spec!r}: {type(err).__name__}: {err}"
+        ) from None
     func = getattr(module, attr, None)
     if not callable(func):
         raise ValueError(f"Renderer {spec!r}: {module_name} has no function {attr!r}.")

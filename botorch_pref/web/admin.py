@@ -122,7 +122,9 @@ def parse_parameters(text: str) -> list[tuple[str, float, float]]:
         line = line.strip()
         if not line:
             continue
-        parts = line.rsplit(":", 2) if ":" in line else line.rsplit(None, 2)
+        parts = line.rsplit(None, 2)  # "name low high", the name may hold ":" and spaces
+        if len(parts) != 3 or not (_number(parts[1]) and _number(parts[2])):
+            parts = line.rsplit(":", 2)  # "name:low:high"
         if len(parts) != 3:
             raise ValueError(f"Write each parameter as 'name low high', got {line[:60]!r}.")
         name = parts[0].strip()
@@ -138,6 +140,14 @@ def parse_parameters(text: str) -> list[tuple[str, float, float]]:
     if len(out) > _MAX_PARAMS:
         raise ValueError(f"At most {_MAX_PARAMS} parameters.")
     return out
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _optional_int(form: dict[str, str], key: str, low: int) -> int | None:

@@ -57,7 +57,7 @@ def utility_png(session: Session, points: int = 60) -> bytes | None:
         ax.fill_between(grid, mean - 2 * std, mean + 2 * std, color="C0", alpha=0.25, lw=0)
         ax.plot(grid, mean, color="C0", lw=2, label="mean ± 2 sd")
         ax.axvline(float(x0[j]), color="C3", lw=1, ls="--", label="recommended")
-        ax.set_xlabel(name)
+        ax.set_xlabel(name, parse_math=False)  # a "$" in a name is not maths markup
         ax.set_ylabel("utility")
         if j == 0:
             ax.legend(loc="best", fontsize=8)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -66,11 +67,34 @@ class Rendered:
     text: str = ""
 
 
+def format_value(value: float, low: float | None = None, high: float | None = None) -> str:
+    """A number as the pages show it: 4 significant digits, more inside narrow bounds.
+
+    Within ``[low, high]`` the digits resolve a ten-thousandth of the range, so two options
+    between 1e6 and 1e6 + 1, or years 2020.1 and 2020.4, do not look alike.
+
+    Args:
+        value: The number.
+        low: The lower bound of its parameter, if any.
+        high: The upper bound.
+
+    Returns:
+        The text.
+    """
+    digits = 4
+    if low is not None and high is not None and high > low:
+        scale = max(abs(low), abs(high), abs(value))
+        if scale > 0:
+            digits = min(15, max(4, 4 + math.ceil(math.log10(scale / (high - low)))))
+    return f"{value:.{digits}g}"
+
+
 def _rows(values: Mapping[str, float], bounds: Mapping[str, tuple[float, float]]) -> tuple:
-    return tuple(
-        Row(name, f"{float(v):.4g}", float(v), float(bounds[name][0]), float(bounds[name][1]))
-        for name, v in values.items()
-    )
+    rows = []
+    for name, v in values.items():
+        low, high = float(bounds[name][0]), float(bounds[name][1])
+        rows.append(Row(name, format_value(float(v), low, high), float(v), low, high))
+    return tuple(rows)
 
 
 def _data_uri(mime: str, data: bytes) -> str:
@@ -85,8 +109,15 @@ _MAGIC: tuple[tuple[bytes, int, str, str], ...] = (
     (b"WAVE", 8, "audio", "audio/wav"),
     (b"OggS", 0, "audio", "audio/ogg"),
     (b"ID3", 0, "audio", "audio/mpeg"),
-    (b"\xff\xfb", 0, "audio", "audio/mpeg"),
 )
+#: PIL modes a PNG holds as they are; other images are converted to RGB(A) first.
+_PNG_MODES = frozenset({"1", "L", "LA", "P", "RGB", "RGBA", "I;16"})
+
+
+def _mpeg_frame(data: bytes) -> bool:
+    """Whether ``data`` starts with an MPEG audio frame header (11 set sync bits, any version
+    and layer), as an MP3 without an ID3 tag does."""
+    return len(data) >= 4 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0
 
 
 def to_rendered(out: Any, rows: tuple[Row, ...]) -> Rendered:
@@ -109,17 +140,23 @@ def to_rendered(out: Any, rows: tuple[Row, ...]) -> Rendered:
         for magic, offset, kind, mime in _MAGIC:
             if data[offset : offset + len(magic)] == magic:
                 return Rendered(kind, rows, src=_data_uri(mime, data))
+        if _mpeg_frame(data):
+            return Rendered("audio", rows, src=_data_uri("audio/mpeg", data))
         raise TypeError("the renderer returned bytes that are not PNG/JPEG/GIF/WebP/WAV/OGG/MP3")
     if isinstance(out, str):
-        head = out.lstrip()[:200].lower()
-        if head.startswith("<svg") or (head.startswith("<?xml") and "<svg" in out[:2000]):
-            return Rendered("image", rows, src=_data_uri("image/svg+xml", out.encode("utf-8")))
+        svg = out.lstrip("\ufeff \t\r\n")
+        head = svg[:200].lower()
+        prolog = head.startswith(("<?xml", "<!doctype svg", "<!--"))
+        if head.startswith("<svg") or (prolog and "<svg" in svg[:4000].lower()):
+            return Rendered("image", rows, src=_data_uri("image/svg+xml", svg.encode("utf-8")))
         return Rendered("text", rows, text=out)
     if hasattr(out, "savefig"):  # a matplotlib figure
         buf = io.BytesIO()
         out.savefig(buf, format="png", dpi=80)
         return Rendered("image", rows, src=_data_uri("image/png", buf.getvalue()))
     if hasattr(out, "save") and hasattr(out, "size"):  # a PIL image
+        if getattr(out, "mode", "RGB") not in _PNG_MODES:  # CMYK, float, 32-bit, ...
+            out = out.convert("RGBA" if "A" in out.mode else "RGB")
         buf = io.BytesIO()
         out.save(buf, format="PNG")
         return Rendered("image", rows, src=_data_uri("image/png", buf.getvalue()))
@@ -223,5 +260,5 @@ class RendererSet:
             return Rendered("table", rows, text=f"(renderer {name} is not loaded)")
         try:
             return to_rendered(func(dict(values)), rows)
-        except Exception as err:  # a user's renderer must not take the page down
+        except (Exception, SystemExit) as err:  # a user's renderer must not take the page down
             return Rendered("table", rows, text=f"(the renderer failed: {type(err).__name__})")

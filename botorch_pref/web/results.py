@@ -41,11 +41,13 @@ def _admin_record(state: WebState, request: Request) -> WebSession:
     return record
 
 
-def _history_row(entry: HistoryEntry) -> dict[str, Any]:
+def _history_row(entry: HistoryEntry, bounds: dict[str, tuple[float, float]]) -> dict[str, Any]:
     a, query = entry.answer, entry.query
     return {
         "number": query.number,
-        "options": [", ".join(f"{n}={fmt(v)}" for n, v in o.items()) for o in query.as_dicts()],
+        "options": [
+            ", ".join(f"{n}={fmt(v, *bounds[n])}" for n, v in o.items()) for o in query.as_dicts()
+        ],
         "kind": a.kind,
         "winner": a.winner,
         "answered_at": a.answered_at,
@@ -72,6 +74,7 @@ def results_context(state: WebState, record: WebSession) -> dict[str, Any]:
             parameters = s.parameters
     except SessionNotFoundError:
         raise HTTPProblem(404, "No such session.") from None
+    bounds = {name: (low, high) for name, low, high in parameters}
     graph = state.preparer.call(record.name, plots.comparison_graph_summary)
     best = state.preparer.call(record.name, held.recommendation)
     return {
@@ -79,12 +82,12 @@ def results_context(state: WebState, record: WebSession) -> dict[str, Any]:
         "progress": progress,
         "settings": settings,
         "parameters": parameters,
-        "history": [_history_row(entry) for entry in history],
+        "history": [_history_row(entry, bounds) for entry in history],
         "graph": graph,
         "best": best,
         "best_text": ""
         if best is None
-        else ", ".join(f"{n} = {fmt(v)}" for n, v in best.x.items()),
+        else ", ".join(f"{n} = {fmt(v, *bounds[n])}" for n, v in best.x.items()),
         "fmt": fmt,
     }
 

@@ -22,7 +22,7 @@ from starlette.responses import HTMLResponse
 from botorch_pref.sessions import Session
 from botorch_pref.sessions.store import Store
 from botorch_pref.web.nonces import NonceStatus, NonceStore
-from botorch_pref.web.renderers import RendererSet, default_renderer
+from botorch_pref.web.renderers import RendererSet, default_renderer, format_value
 from botorch_pref.web.security import same_token
 from botorch_pref.web.tokens import TokenStore, WebSession
 from botorch_pref.web.workers import DEFAULT_BATCH, Preparer
@@ -330,13 +330,15 @@ def check_nonce(state: WebState, scope: str, nonce: str | None) -> NonceStatus:
     return status
 
 
-def fmt(value: float) -> str:
-    """A number as the pages show it (4 significant digits).
+def fmt(value: float, low: float | None = None, high: float | None = None) -> str:
+    """A number as the pages show it (:func:`~botorch_pref.web.renderers.format_value`).
 
     Args:
         value: The number.
+        low: The lower bound of its parameter, if any (more digits in narrow bounds).
+        high: The upper bound.
 
     Returns:
         The text.
     """
-    return f"{value:.4g}"
+    return format_value(value, low, high)
