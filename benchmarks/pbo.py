@@ -51,6 +51,7 @@ on a shared machine.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -66,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pbo_batched  # the --batched and --choice-study modes
 import suite  # the --suite mode
 
-from botorch_pref.loop import MODEL_FACTORIES, STRATEGIES, PreferenceOptimizer
+from botorch_pref.loop import MODEL_FACTORIES, STRATEGIES, LoopConfig, PreferenceOptimizer
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
@@ -260,7 +261,16 @@ def load_runs(paths: list[str]) -> tuple[list[Run], list[int]]:
     for path in paths:
         payload = json.loads(Path(path).read_text())
         checkpoints.update(payload["config"]["checkpoints"])
-        runs += [Run(**r) for r in payload["runs"]]
+        new = [Run(**r) for r in payload["runs"]]
+        keys = {(r.problem, r.model, r.strategy, r.seed) for r in runs}
+        shared = [r for r in new if (r.problem, r.model, r.strategy, r.seed) in keys]
+        if shared:
+            r = shared[0]
+            raise SystemExit(
+                f"{path} repeats the run {r.problem} {r.model} {r.strategy} seed {r.seed}: "
+                "merge runs of other seeds only."
+            )
+        runs += new
     return runs, sorted(checkpoints)
 
 
@@ -358,13 +368,43 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """One-line errors (exit status 2) for settings no run can use."""
+    for name in ("replications", "sequential_replications"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}.")
+    if args.queries < 1 or args.q < 2:
+        parser.error(f"need --queries >= 1 and --q >= 2, got {args.queries} and {args.q}.")
+    if not 0 < args.error_rate < 0.5:
+        parser.error(f"--error-rate must lie in (0, 0.5), got {args.error_rate}.")
+    for problem in args.problems:
+        try:
+            get_utility(problem)
+        except ValueError as err:
+            parser.error(str(err))
+    fields = {f.name for f in dataclasses.fields(LoopConfig)} - {"dim", "strategy", "q", "seed"}
+    for setting in args.set or []:
+        name = setting.partition("=")[0]
+        if name not in fields:
+            parser.error(f"--set {name}: not a LoopConfig setting ({', '.join(sorted(fields))}).")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.suite or args.compare or args.tabulate:
-        args.problems = suite.expand_problems(args.problems)
-        args.replications = args.replications or 16
-        return suite.run(args)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    suite_mode = args.suite or args.compare or args.tabulate
+    args.problems = suite.expand_problems(args.problems) if suite_mode else args.problems
     args.problems = args.problems or list(PROBLEMS)
+    _check(parser, args)
+    if suite_mode:
+        args.replications = args.replications or 16
+        if not args.suite:  # --compare and --tabulate read files: their errors are one line
+            try:
+                return suite.run(args)
+            except ValueError as err:
+                parser.error(str(err))
+        return suite.run(args)
     args.replications = args.replications or 5
     if args.merge:
         runs, checkpoints = load_runs(args.merge)

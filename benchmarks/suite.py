@@ -221,23 +221,39 @@ def table(results: dict, queries: int) -> str:
     return "\n".join(lines)
 
 
+def error_rate(payload: dict) -> float:
+    """The user's error rate of a suite JSON (runs written before it was recorded: 0.2)."""
+    return float(payload["config"].get("error_rate", 0.2))
+
+
 def compare(a: dict, b: dict, queries: int) -> str:
-    """Paired (by seed) difference of two suite runs ``a - b`` after each checkpoint."""
-    lines = ["| problem | strategy | " + " | ".join(f"A - B @{k}" for k in CHECKPOINTS) + " |"]
-    lines.append("|---|---|" + "---|" * len(CHECKPOINTS))
+    """Paired (by seed) difference of two suite runs ``a - b`` after each checkpoint.
+
+    Raises:
+        ValueError: For runs made with users of different error rates.
+    """
+    if error_rate(a) != error_rate(b):
+        raise ValueError(
+            f"the runs' users err at different rates ({error_rate(a)} and {error_rate(b)})."
+        )
+    ks = [k for k in CHECKPOINTS if k <= queries] or [queries]
+    lines = ["| problem | strategy | " + " | ".join(f"A - B @{k}" for k in ks) + " |"]
+    lines.append("|---|---|" + "---|" * len(ks))
     means = []
     for problem, cells in a["results"].items():
         for strategy, cell in cells.items():
             other = b["results"].get(problem, {}).get(strategy)
             if other is None:
                 continue
-            ks = [k for k in CHECKPOINTS if k <= queries] or [queries]
             diffs = [paired(cell["ours"], other["ours"], k) for k in ks]
+            if not diffs[-1]:  # no seed in common
+                lines.append(f"| {problem} | {strategy} | " + " | ".join("-" for _ in ks) + " |")
+                continue
             means.append((strategy, statistics.fmean(diffs[-1])))
             lines.append(f"| {problem} | {strategy} | " + " | ".join(map(_fmt, diffs)) + " |")
     for strategy in dict.fromkeys(s for s, _ in means):
         vals = [m for s, m in means if s == strategy]
-        lines.append(f"mean over problems, {strategy}: {statistics.fmean(vals):+.3f}")
+        lines.append(f"mean over problems @{ks[-1]}, {strategy}: {statistics.fmean(vals):+.3f}")
     return "\n".join(lines)
 
 
@@ -285,7 +301,8 @@ def run(args: argparse.Namespace) -> int:
     problems, strategies, R = args.problems, args.suite_strategies, args.replications
     out = Path(args.out + "-suite")
     config = {"problems": list(problems), "strategies": strategies, "replications": R,
-              "queries": args.queries, "seed": args.seed, "settings": settings}  # fmt: skip
+              "queries": args.queries, "seed": args.seed, "settings": settings,
+              "error_rate": args.error_rate}  # fmt: skip
     print(f"suite: {config}; torch {torch.__version__}", flush=True)
     results: dict = {}
     for problem in problems:
@@ -338,12 +355,16 @@ def tabulate(args: argparse.Namespace) -> int:
     attach BoTorch's runs cached since, print the table, plot."""
     results: dict = {}
     queries = None
+    rates = {error_rate(json.loads(Path(path).read_text())) for path in args.tabulate}
+    if len(rates) > 1:
+        raise ValueError(f"the runs' users err at different rates {sorted(rates)}.")
     for path in args.tabulate:
         payload = json.loads(Path(path).read_text())
         cfg = payload["config"]
         queries = cfg["queries"]
         for problem, cells in payload["results"].items():
-            scale = calibrate_noise(get_utility(problem), args.error_rate, noise="gumbel", seed=0)
+            rate = error_rate(payload)  # BoTorch's runs at the same users' noise
+            scale = calibrate_noise(get_utility(problem), rate, noise="gumbel", seed=0)
             for strategy, cell in cells.items():
                 R = len(cell["ours"]["seeds"])
                 anchor = run_anchor(problem, strategy, R, queries, cfg["seed"], scale, "cached")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from benchmarks import suite
 from botorch_pref.test_functions import get_utility
 
@@ -49,3 +53,50 @@ def test_the_table_reports_the_answers_to_match():
     elsewhere = _cell({3: [0.0, -0.5, -1.0]}) | {"seconds_per_query": 1.0}
     row = suite.table({"branin": {"eubo": {"ours": ours, "anchor": elsewhere}}}, 2).splitlines()[2]
     assert row.split(" | ")[column] == "-"
+
+
+def _payload(cell: dict, **config) -> dict:
+    return {"config": config, "results": {"branin": {"eubo": {"ours": cell}}}}
+
+
+def test_compare_labels_the_checkpoints_it_shows_and_refuses_other_error_rates():
+    a = _payload(_cell({0: [0.0, -1.0, -2.0, -3.0], 1: [0.0, -1.0, -1.0, -1.0]}))
+    b = _payload(_cell({0: [0.0, 0.0, -1.0, -1.0], 1: [0.0, 0.0, 0.0, 0.0]}))
+    header, _, row, mean = suite.compare(a, b, 3).splitlines()
+    assert header == "| problem | strategy | A - B @3 |"
+    assert row.startswith("| branin | eubo | -1.50") and mean.endswith("@3, eubo: -1.500")
+    elsewhere = _payload(_cell({7: [0.0, 0.0, 0.0, 0.0]}))
+    assert suite.compare(a, elsewhere, 3).splitlines()[2] == "| branin | eubo | - |"
+    with pytest.raises(ValueError, match="different rates"):
+        suite.compare(a, _payload(_cell({0: [0.0] * 4}), error_rate=0.1), 3)
+    assert suite.error_rate(a) == 0.2 and suite.error_rate(_payload({}, error_rate=0.1)) == 0.1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--suite", "--problems", "branin", "--replications", "0"], "--replications must be"),
+        (["--queries", "-1"], "--queries >= 1"),
+        (["--q", "1"], "--q >= 2"),
+        (["--problems", "nosuch"], "Unknown utility 'nosuch'"),
+        (["--suite", "--problems", "branin", "--set", "nosuch=1"], "not a LoopConfig setting"),
+    ],
+)
+def test_pbo_refuses_settings_no_run_can_use(argv, message, capsys):
+    from benchmarks import pbo
+
+    with pytest.raises(SystemExit) as exit_info:
+        pbo.main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_pbo_merge_refuses_a_run_given_twice(tmp_path):
+    from benchmarks import pbo
+
+    run = {"problem": "branin", "model": "laplace", "strategy": "eubo", "replication": 0,
+           "seed": 0, "n_initial": 2, "regret": [1.0, 0.5, 0.1]}  # fmt: skip
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps({"config": {"checkpoints": [1]}, "runs": [run]}))
+    assert len(pbo.load_runs([str(path)])[0]) == 1
+    with pytest.raises(SystemExit, match="repeats the run branin laplace eubo seed 0"):
+        pbo.load_runs([str(path), str(path)])
