@@ -51,7 +51,8 @@ from botorch_pref.acquisition import (
     make_eubo,
     make_qeubo,
 )
-from botorch_pref.test_functions import get_utility
+from botorch_pref.runtime import positive_int
+from botorch_pref.test_functions import get_utility, utility_name
 from botorch_pref.users import SimulatedUser
 
 MC_SAMPLES = 256
@@ -129,8 +130,10 @@ def _acquisitions(kind: str, ours, pgp):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[50, 100, 150])
-    parser.add_argument("--problem", default="hartmann6", help="utility of the simulated answers")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--problem", type=utility_name, default="hartmann6", help="utility of the simulated answers"
+    )
+    parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     print(

@@ -88,7 +88,7 @@ from scipy.stats import kendalltau
 
 from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP
 from botorch_pref.models.pairwise import make_covar_module
-from botorch_pref.test_functions import get_utility
+from botorch_pref.test_functions import get_utility, utility_name
 from botorch_pref.users import SimulatedUser
 
 DEFAULT_SIZES = [(50, 100), (200, 600), (500, 1500), (1000, 500)]
@@ -456,6 +456,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--problems",
         nargs="+",
+        type=utility_name,
         default=None,
         help="utility names for get_utility (default: branin hartmann6; "
         "with --priors: branin hartmann6-in-20)",

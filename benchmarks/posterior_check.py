@@ -39,7 +39,7 @@ from botorch_pref.loop import LoopConfig, run_replications
 from botorch_pref.loop.backends import SequentialBackend
 from botorch_pref.loop.replications import _log10_regret
 from botorch_pref.runtime import entry_threads, positive_int
-from botorch_pref.test_functions import get_utility
+from botorch_pref.test_functions import get_utility, utility_name
 
 
 def elliptical_slice(
@@ -133,7 +133,7 @@ def compare(queries: Tensor, winners: Tensor, utility, k: int, samples: int, see
 def main(argv: list[str]) -> int:
     """Run the loop, then compare the posteriors; one line per answer count."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--problem", default="hartmann6")
+    parser.add_argument("--problem", type=utility_name, default="hartmann6")
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--replications", type=positive_int, default=16)
     parser.add_argument("--answers", type=positive_int, nargs="+", default=[34, 54, 74])

@@ -304,3 +304,15 @@ def test_registry() -> None:
         assert name in str(info.value)
     with pytest.raises(ValueError, match="Unknown utility"):
         get_utility("nothing-in-20")
+
+
+def test_utility_name_is_an_argparse_type():
+    import argparse
+
+    from botorch_pref.test_functions import utility_name
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--problem", type=utility_name)
+    assert parser.parse_args(["--problem", "hartmann3-in-10"]).problem == "hartmann3-in-10"
+    with pytest.raises(argparse.ArgumentTypeError, match="Unknown utility 'nosuch'"):
+        utility_name("nosuch")

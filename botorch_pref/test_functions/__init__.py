@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +51,7 @@ __all__ = [
     "check_tensor",
     "get_utility",
     "list_utilities",
+    "utility_name",
 ]
 
 
@@ -120,3 +122,16 @@ def get_utility(name: str, **kwargs: Any) -> Utility:
         else:
             return Embedded(base, int(m.group(2)), **kwargs)
     raise ValueError(f"Unknown utility {name!r}. Valid names: {', '.join(list_utilities())}.")
+
+
+def utility_name(text: str) -> str:
+    """An ``argparse`` type: a name :func:`get_utility` knows.
+
+    Raises:
+        argparse.ArgumentTypeError: For an unknown name (the message lists the valid ones).
+    """
+    try:
+        get_utility(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
