@@ -131,7 +131,7 @@ def comparison_graph(model: PairwiseLaplaceGP) -> ComparisonGraph:
     d = model.utility.detach()
     diff = d[edges[:, 0]] - d[edges[:, 1]]
     _, _, w = engine.terms(diff.unsqueeze(0))
-    w = w[0, :p]
+    w = w[0, :p].detach()  # a fitted tie threshold carries a gradient
     W = torch.zeros(n, n, dtype=d.dtype, device=d.device)
     W.index_put_((edges[:, 0], edges[:, 0]), w, accumulate=True)
     W.index_put_((edges[:, 1], edges[:, 1]), w, accumulate=True)

@@ -29,6 +29,9 @@ def test_graph_counts_degrees_and_components():
     # the same answers recorded as PreferenceData give the same graph
     same = comparison_graph(PairwiseLaplaceGP(X, PreferenceData.from_comparisons(C)))
     assert same.edges.tolist() == g.edges.tolist() and same.wins.tolist() == g.wins.tolist()
+    # a likelihood with a fitted tie threshold (a session's): numbers, not autograd tensors
+    tied = PairwiseLaplaceGP(X, C, likelihood=PairwiseProbit(tie_threshold=0.5))
+    assert not comparison_graph(tied).laplacian.requires_grad
 
 
 def test_laplacian_is_the_hessian_of_the_negative_log_likelihood():

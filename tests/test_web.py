@@ -428,25 +428,23 @@ def test_a_busy_database_gets_503_and_nothing_written(tmp_path):
     with ThreadServer(path, db_timeout=0.2) as server, server.client(admin=True) as c:
         token = links(c.get("/admin").text)[0]
         page = wait_for_query(c, token)
+        form = {"nonce": nonces(page)[0], "query_id": query_id(page), "choice": "0"}
+        admin = nonces(c.get("/admin").text)[0]
         lock = sqlite3.connect(path, isolation_level=None)
         lock.execute("BEGIN IMMEDIATE")  # another writer holds the lock
         try:
-            r = c.post(
-                f"/a/{token}/answer",
-                data={"nonce": nonces(page)[0], "query_id": query_id(page), "choice": "0"},
-            )
-            assert r.status_code == 503
+            assert c.post(f"/a/{token}/answer", data=form).status_code == 503
+            create = {"nonce": admin, "name": "new", "parameters": "x 0 1", "strategy": "random"}
+            assert c.post("/admin/sessions", data=create).status_code == 503
         finally:
             lock.execute("ROLLBACK")
             lock.close()
         assert answers(path, "s") == 0
-        page = c.get(f"/a/{token}").text  # answer again from a fresh page
-        r = c.post(
-            f"/a/{token}/answer",
-            data={"nonce": nonces(page)[0], "query_id": query_id(page), "choice": "0"},
-            follow_redirects=False,
-        )
+        # The same forms sent again are retries, not replays: nothing was written the first time.
+        r = c.post(f"/a/{token}/answer", data=form, follow_redirects=False)
         assert r.status_code == 303 and answers(path, "s") == 1
+        r = c.post("/admin/sessions", data=create, follow_redirects=False)
+        assert r.status_code == 303 and "new" in [s.name for s in Session.list(path)]
 
 
 def test_preparing_page_refreshes_itself_until_the_query_is_ready(tmp_path):

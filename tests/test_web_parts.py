@@ -19,7 +19,7 @@ if os.environ.get("CI") != "true":
 import httpx
 
 from botorch_pref.sessions import Session
-from botorch_pref.web import colour
+from botorch_pref.web import colour, plots
 from botorch_pref.web.admin import parse_parameters
 from botorch_pref.web.held import recommendation
 from botorch_pref.web.nonces import NonceStatus, NonceStore
@@ -251,6 +251,11 @@ def test_a_worker_process_that_dies_is_replaced(tmp_path):
 
         wait_until(prepared)
         assert preparer.worker_pids() != [pid]
+        # a call the dying worker had taken is run again on its replacement
+        (pid,) = preparer.worker_pids()
+        os.kill(pid, signal.SIGKILL)
+        summary = preparer.call("a", plots.comparison_graph_summary)
+        assert summary.note == "no choices yet"
     with Session.open(path, "a") as s:
         assert s.pending() is not None
 

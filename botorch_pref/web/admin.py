@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from botorch_pref.sessions import Session, SessionExistsError
+from botorch_pref.sessions import DatabaseBusyError, Session, SessionExistsError
 from botorch_pref.sessions.sql import SQLITE_MAX_INT
 from botorch_pref.web.nonces import NonceStatus
 from botorch_pref.web.renderers import default_renderer
@@ -218,6 +218,9 @@ async def admin_create(request: Request) -> Response:
             record = create_session(state, form)
         except SessionExistsError as err:
             return state.render("admin.html", 409, **_admin_context(state, form, str(err)))
+        except DatabaseBusyError:  # 503, nothing created: the same form may be sent again
+            state.nonces.release("admin", form.get("nonce"))
+            raise
         except ValueError as err:  # SessionError included
             return state.render("admin.html", 400, **_admin_context(state, form, str(err)))
         state.preparer.prepare(record.name)

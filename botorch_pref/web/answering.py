@@ -199,9 +199,15 @@ async def _post(
 
     def run() -> tuple[WebSession, str]:
         record = annotator(state, token)
-        if check_nonce(state, f"s{record.id}", form.get("nonce")) is NonceStatus.REPLAYED:
+        scope = f"s{record.id}"
+        if check_nonce(state, scope, form.get("nonce")) is NonceStatus.REPLAYED:
             return record, replayed
-        if not state.writes.run(record.name, lambda s: write(s, form)):
+        try:
+            done = state.writes.run(record.name, lambda s: write(s, form))
+        except Exception:  # nothing was written (a busy database, a bad form): may be resent
+            state.nonces.release(scope, form.get("nonce"))
+            raise
+        if not done:
             return record, refused
         state.preparer.prepare(record.name)
         return record, ""

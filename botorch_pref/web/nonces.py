@@ -82,3 +82,16 @@ class NonceStore:
             if nonce in used:
                 return NonceStatus.REPLAYED
             return NonceStatus.UNKNOWN
+
+    def release(self, scope: str, nonce: str | None) -> None:
+        """Make a consumed nonce usable again: its POST changed nothing (e.g. a busy database),
+        so sending the same form again is a retry, not a replay.
+
+        Args:
+            scope: The scope the POST acts on.
+            nonce: The nonce it carried.
+        """
+        with self._lock:
+            used = self._used.get(scope)
+            if nonce and used is not None and used.pop(nonce, None) is not None:
+                self._live.setdefault(scope, OrderedDict())[nonce] = time.monotonic() + self.ttl_s

@@ -314,7 +314,11 @@ class Preparer:
         Returns:
             What ``func`` returned.
         """
-        return self._worker(name).submit(held.call, name, func, *args).result(timeout=timeout)
+        worker = self._worker(name)
+        try:
+            return worker.submit(held.call, name, func, *args).result(timeout=timeout)
+        except BrokenProcessPool:  # it died during the call: once more, on its replacement
+            return worker.submit(held.call, name, func, *args).result(timeout=timeout)
 
     def sweep(self, idle_s: float | None = None) -> None:
         """Drop idle sessions on every worker (queued behind their current work).
