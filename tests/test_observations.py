@@ -75,6 +75,11 @@ def test_container_layout():
     assert (tie + data) == joined
     assert data.shift(10).options[0, :2].tolist() == [10, 11]
     assert data.shift(10).options[0, 2] == -1
+    # a negative shift that would move a design onto the padding value (-1) is refused
+    choice = PreferenceData().add_choice([1, 2, 3, 0], chosen=1)
+    with pytest.raises(PreferenceDataError, match=r"shift\(-1\) would make design index 0"):
+        choice.shift(-1)
+    assert choice.shift(0) == choice
     assert data.to("cpu") is data or data.to("cpu") == data
 
 

@@ -454,8 +454,16 @@ class PreferenceData:
         )
 
     def shift(self, offset: int) -> PreferenceData:
-        """A copy with every design index increased by ``offset`` (padding stays ``-1``)."""
-        opts = torch.where(self._options >= 0, self._options + int(offset), self._options)
+        """A copy with every design index increased by ``offset`` (padding stays ``-1``).
+
+        Raises:
+            PreferenceDataError: When an index would become negative.
+        """
+        real = self._options >= 0
+        if int(offset) < 0 and bool((real & (self._options + int(offset) < 0)).any()):
+            low = int(self._options[real].min())
+            raise PreferenceDataError(f"shift({offset}) would make design index {low} negative.")
+        opts = torch.where(real, self._options + int(offset), self._options)
         return PreferenceData(opts, self._kind, self._n_stages)
 
     def expand(self, *batch_shape: int) -> PreferenceData:
