@@ -25,7 +25,8 @@ With :math:`H = \operatorname{diag}(w)` the comparison-space Newton iterate of
     \beta = c - \sqrt w \odot B^{-1} (\sqrt w \odot K_A c), \qquad
     B = I_p + \operatorname{diag}(\sqrt w) K_A \operatorname{diag}(\sqrt w),
 
-solved by the Cholesky of ``B`` (eigenvalues :math:`\ge 1`, no jitter, float32 included), and
+solved by the Cholesky of ``B`` (eigenvalues :math:`\ge 1`, no jitter; in float32 it can fail
+only at prior-to-noise scale ratios of 1e3 or more), and
 :math:`\log\det(I + K_A H) = \log\det B = 2 \sum_k \log (L_B)_{kk}`.
 
 A cold start takes one Newton step from the standardised net wins of each design (wins minus
