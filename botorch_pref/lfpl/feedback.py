@@ -130,6 +130,11 @@ class ImplicitFeedback(TensorRecords):
         saturated = (counts >= self.n_items).nonzero()
         self._saturated_user = int(saturated[0, 0]) if saturated.numel() > 0 else None
 
+    @property
+    def saturated_user(self) -> int | None:
+        """The first user who interacted with every item (no negative exists), or ``None``."""
+        return self._saturated_user
+
     # ------------------------------------------------------------------ basics
     def _anchor(self) -> Tensor:
         return self.keys

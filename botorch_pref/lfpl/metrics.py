@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from botorch_pref.lfpl.rankings import holds_integers
+
 __all__ = ["heldout_item_metrics", "kendall_tau"]
 
 
@@ -37,7 +39,7 @@ def kendall_tau(scores: Tensor, lengths: Tensor | None = None) -> Tensor:
     if lengths is None:
         lengths = torch.full(scores.shape[:-1], width, device=scores.device)
     lengths = torch.as_tensor(lengths, device=scores.device)
-    if lengths.is_floating_point() or lengths.dtype == torch.bool:
+    if not holds_integers(lengths):
         raise TypeError(f"lengths must be integers, got dtype {lengths.dtype}.")
     if bool((lengths > width).any()):
         raise ValueError(

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
-from botorch_pref.lfpl.rankings import DyadRankings
+from botorch_pref.lfpl.rankings import DyadRankings, holds_integers
 
 __all__ = ["LFPL"]
 
@@ -202,7 +202,7 @@ class LFPL(nn.Module):
 
     def _check_ids(self, ids: Tensor, name: str, size: int, seen: Tensor | None) -> Tensor:
         ids = torch.as_tensor(ids, device=self.U.device)
-        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        if not holds_integers(ids):
             raise ValueError(f"{name} ids must be integers, got dtype {ids.dtype}.")
         ids = ids.long()
         if ids.numel() == 0:

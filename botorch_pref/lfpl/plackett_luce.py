@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from botorch_pref.lfpl.rankings import holds_integers
 from botorch_pref.likelihoods import plackett_luce_stages
 
 __all__ = ["gumbel_rankings", "plackett_luce_nll"]
@@ -114,7 +115,7 @@ def _counted_stages(top_k: int | Tensor, device: torch.device, validate: bool) -
     """``top_k`` as a tensor of non-negative integers."""
     top_k = torch.as_tensor(top_k, device=device)
     if validate:
-        if top_k.is_floating_point() or top_k.dtype == torch.bool or top_k.is_complex():
+        if not holds_integers(top_k):
             raise ValueError(f"top_k must be integers, got dtype {top_k.dtype}.")
         if top_k.numel() > 0 and bool((top_k < 0).any()):
             raise ValueError(f"top_k must be non-negative, got {top_k.min().item()}.")
@@ -147,7 +148,7 @@ def _reduce(nll: Tensor, weights: Tensor | None, reduction: str, validate: bool)
 
 
 def _check_lengths(lengths: Tensor, width: int) -> None:
-    if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.is_complex():
+    if not holds_integers(lengths):
         bad = lengths.flatten()[0].item() if lengths.numel() > 0 else None
         raise ValueError(f"lengths must be integers, got dtype {lengths.dtype} (e.g. {bad}).")
     if lengths.numel() > 0:

@@ -78,7 +78,7 @@ class DyadRankings(TensorRecords):
                 "rows and cols must be 2-d tensors of the same shape (rankings x positions), "
                 f"got {tuple(rows.shape)} and {tuple(cols.shape)}."
             )
-        if _not_integer(rows) or _not_integer(cols):
+        if not (holds_integers(rows) and holds_integers(cols)):
             raise ValueError(
                 f"row and column ids must be integers, got dtypes {rows.dtype} and {cols.dtype}."
             )
@@ -86,7 +86,7 @@ class DyadRankings(TensorRecords):
         if lengths is None:
             lengths = torch.full((rows.shape[0],), rows.shape[1], device=rows.device)
         lengths = torch.as_tensor(lengths, device=rows.device)
-        if _not_integer(lengths):
+        if not holds_integers(lengths):
             raise ValueError(f"lengths must be integers, got dtype {lengths.dtype}.")
         lengths = lengths.long()
         if lengths.shape != rows.shape[:1]:
@@ -311,9 +311,10 @@ def _int_id(value: object, n: int, m: int) -> int:
     raise ValueError(f"ranking {n}, position {m}: ids must be integers, got {value!r}.")
 
 
-def _not_integer(ids: Tensor) -> bool:
-    """Whether a tensor cannot hold ids: floating, complex or boolean."""
-    return ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool
+def holds_integers(values: Tensor) -> bool:
+    """Whether a tensor's dtype holds integers (not floating, complex or boolean): ids,
+    lengths and counts must."""
+    return not (values.is_floating_point() or values.is_complex() or values.dtype == torch.bool)
 
 
 def _infer_size(ids: Tensor, valid: Tensor) -> int:

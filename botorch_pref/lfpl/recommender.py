@@ -234,10 +234,9 @@ class LFPLRecommender:
                 f"{len(user_ids)} user ids and {len(item_ids)} item ids for interactions with "
                 f"{train.n_users} users and {train.n_items} items."
             )
-        full = (train.user_counts() >= train.n_items).nonzero()
-        if full.numel() > 0:
+        if train.saturated_user is not None:
             raise ValueError(
-                f"user {user_ids[int(full[0, 0])]!r} has interacted with every one of the "
+                f"user {user_ids[train.saturated_user]!r} has interacted with every one of the "
                 f"{train.n_items} items: LFPL/IF learns from items a user has not interacted "
                 "with, so every user needs at least one."
             )

@@ -197,7 +197,6 @@ class PairwiseLogit(PairwiseLikelihood):
         scale = positive_float(scale, "scale")
         super().__init__(tie_threshold, tie_threshold_prior, tie_threshold_constraint)
         self._scale = scale
-        self._rules: dict[tuple[torch.dtype, torch.device], tuple[Tensor, ...]] = {}
 
     @property
     def scale(self) -> float:
@@ -230,7 +229,8 @@ class PairwiseLogit(PairwiseLikelihood):
         :math:`\sqrt v \gg s` (an error of 0.05 at :math:`\sqrt v = 30 s`).
         """
         key = (mean.dtype, mean.device)
-        rules = self.__dict__.setdefault("_rules", {})  # absent from objects pickled earlier
+        # {(dtype, device): rules}, made on first use (and absent from objects pickled earlier)
+        rules = self.__dict__.setdefault("_rules", {})
         if key not in rules:
             rules[key] = _expectation_rules(*key)
         nodes, weights, grid, density = rules[key]

@@ -91,6 +91,11 @@ def seconds_between(start: str | None, end: str) -> float | None:
 SQLITE_MAX_INT = 2**63 - 1
 
 
+def fits_sqlite(value: int) -> bool:
+    """Whether SQLite can store the integer ``value`` (a signed 64-bit one)."""
+    return -SQLITE_MAX_INT - 1 <= value <= SQLITE_MAX_INT
+
+
 def as_query_id(value: Any) -> int:
     """A query id given by a caller.
 
@@ -106,7 +111,7 @@ def as_query_id(value: Any) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise QueryNotPendingError(f"A query id is an integer, got {value!r}.")
     query_id = int(value.__index__())
-    if not -SQLITE_MAX_INT - 1 <= query_id <= SQLITE_MAX_INT:
+    if not fits_sqlite(query_id):
         raise QueryNotPendingError(f"No query has the id {query_id}.")
     return query_id
 

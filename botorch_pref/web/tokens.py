@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from botorch_pref.sessions.sql import SQLITE_MAX_INT
+from botorch_pref.sessions.sql import fits_sqlite
 
 __all__ = ["TokenStore", "WebSession", "new_token"]
 
@@ -175,7 +175,7 @@ class TokenStore:
 
     def _one(self, column: str, value: int | str) -> WebSession | None:
         """The record whose (unique) ``column`` is ``value``."""
-        if isinstance(value, int) and not -SQLITE_MAX_INT - 1 <= value <= SQLITE_MAX_INT:
+        if isinstance(value, int) and not fits_sqlite(value):
             return None  # no record has an id SQLite cannot store
         with self._lock:
             row = self._conn.execute(
