@@ -32,12 +32,15 @@ def test_damped_newton_backtracks_on_a_one_dimensional_concave_objective():
         psi = -torch.sqrt(1 + coef[:, 0] ** 2)
         return NewtonState(coef, coef, psi, torch.zeros_like(psi))
 
-    def target(d: torch.Tensor) -> torch.Tensor:
-        return -(d**3)
+    def step(s: NewtonState) -> tuple[torch.Tensor, torch.Tensor]:
+        x = s.coef
+        delta = -(x**3) - x  # to the Newton iterate -x^3
+        gradient = -x / torch.sqrt(1 + x**2)
+        return delta, (gradient * delta).sum(-1)
 
     starts = [state(torch.tensor([[3.0], [0.5]], dtype=DT))]
     _, f, iterations, converged = damped_newton(
-        state, target, lambda c: c, starts, tol=1e-12, max_iter=100, max_halvings=30
+        state, step, lambda c: c, starts, tol=1e-12, max_iter=100, max_halvings=30
     )
     assert bool(converged.all())
     torch.testing.assert_close(f, torch.zeros(2, 1, dtype=DT), atol=1e-12, rtol=0)
@@ -45,9 +48,89 @@ def test_damped_newton_backtracks_on_a_one_dimensional_concave_objective():
     # each member starts from its best candidate: a worse start is ignored
     worse = state(torch.tensor([[50.0], [40.0]], dtype=DT))
     _, _, it_two, _ = damped_newton(
-        state, target, lambda c: c, [worse, *starts], tol=1e-12, max_iter=100, max_halvings=30
+        state, step, lambda c: c, [worse, *starts], tol=1e-12, max_iter=100, max_halvings=30
     )
     assert it_two == iterations
+
+
+def _parabola(rounding=lambda x: torch.zeros_like(x), offset: float = -10.0):
+    """``Psi(x) = offset - (x - 1)^2 - rounding(x)``, the error of Psi's computed value written
+    out, and its exact Newton step with the decrement ``Psi'(x) * step``."""
+
+    def state(coef: torch.Tensor) -> NewtonState:
+        x = coef[:, 0]
+        psi = offset - (x - 1.0) ** 2 - rounding(x)
+        return NewtonState(coef, coef, psi, torch.zeros_like(psi))
+
+    def step(s: NewtonState, delta: torch.Tensor | None = None):
+        delta = 1.0 - s.coef if delta is None else delta
+        return delta, (2.0 * (1.0 - s.coef) * delta).sum(-1)
+
+    return state, step
+
+
+def _newton(state, step, start: float, dtype: torch.dtype, tol: float, max_iter: int):
+    starts = [state(torch.full((1, 1), start, dtype=dtype))]
+    return damped_newton(
+        state, step, lambda c: c, starts, tol=tol, max_iter=max_iter, max_halvings=30
+    )
+
+
+def test_a_step_halved_to_nothing_is_not_convergence():
+    # A Newton step that always points away from the maximum (a solve spoilt by rounding): every
+    # full step is worse, so the line search halves it to ~1e-9, which moves x by less than
+    # tol; x = 0 is still not the mode and must not be reported as it, whether the step's
+    # decrement (gradient times step) comes out negative or positive.
+    state, exact = _parabola(offset=0.0)
+
+    def away(s: NewtonState) -> tuple[torch.Tensor, torch.Tensor]:
+        return exact(s, -torch.ones_like(s.coef))
+
+    def away_positive_decrement(s: NewtonState) -> tuple[torch.Tensor, torch.Tensor]:
+        delta, decrement = away(s)
+        return delta, decrement.abs()
+
+    for step in (away, away_positive_decrement):
+        _, f, iterations, converged = _newton(state, step, 0.0, DT, tol=1e-9, max_iter=5)
+        assert not bool(converged.any())
+        assert iterations == 5
+        assert float(f.abs().max()) < 1e-6  # it never moved: the answer is "not converged"
+
+
+def test_newton_stops_where_no_step_can_raise_the_objective_in_its_dtype():
+    # float32 at the mode: the full step's rounding noise moves f by more than tol, but the
+    # gain it predicts (half the Newton decrement) lies below the rounding of Psi; that is
+    # convergence, not 100 iterations of noise.
+    state, exact = _parabola()
+    calls = []
+
+    def noisy(s: NewtonState) -> tuple[torch.Tensor, torch.Tensor]:
+        calls.append(None)
+        return exact(s, (1.0 - s.coef) + (-1) ** len(calls) * 1e-4)
+
+    _, f, iterations, converged = _newton(state, noisy, 0.0, torch.float32, 2e-5, 100)
+    assert bool(converged.all()) and iterations < 5
+    assert abs(float(f[0, 0]) - 1.0) < 1e-3
+
+
+def test_newton_stops_at_the_floor_where_rounding_rejects_every_step():
+    # float32: within 2e-3 of the maximum the computed Psi is off by more than the true gain,
+    # so the line search rejects every step into that band; the steps' gains lie within Psi's
+    # rounding, which is the dtype's floor, not a failure.
+    state, exact = _parabola(lambda x: 1e-4 * ((x - 1.0).abs() < 2e-3).float())
+    _, f, iterations, converged = _newton(state, exact, 1.0 - 3.2e-3, torch.float32, 2e-5, 20)
+    assert bool(converged.all()) and iterations < 20
+    assert abs(float(f[0, 0]) - 1.0) < 3.2e-3
+
+
+def test_a_step_below_the_rounding_of_psi_is_taken_not_backtracked():
+    # The exact step's gain (1e-6) is below Psi's rounding (1.2e-7 * 10), and rounding makes its
+    # computed Psi lower: the line search cannot judge such a step, so it is taken whole, and
+    # the iteration ends at the maximum.
+    state, exact = _parabola(lambda x: 1e-5 * (x >= 1.0).float())
+    _, f, _, converged = _newton(state, exact, 1.0 - 1e-3, torch.float32, 2e-5, 20)
+    assert bool(converged.all())
+    assert abs(float(f[0, 0]) - 1.0) < 1e-6
 
 
 def test_pair_warm_start_moves_coefficients_to_the_same_pairs():

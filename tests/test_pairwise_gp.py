@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 
 import pytest
 import torch
@@ -21,7 +22,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pairwise_samplers import PairwiseSobolQMCNormalSampler
 from gpytorch.kernels import AdditiveKernel, ConstantKernel, RBFKernel, ScaleKernel
 
-from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP, PreferenceDataError
+from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP, PairwiseProbit, PreferenceDataError
 
 from .helpers import random_comparisons
 
@@ -265,6 +266,29 @@ def test_float32_close_to_float64(data):
     torch.testing.assert_close(
         m32.posterior(Xt).mean.double(), m64.posterior(Xt.double()).mean, atol=1e-3, rtol=1e-3
     )
+
+
+@pytest.mark.parametrize("form", ["comparison", "design"])
+def test_float32_mode_at_an_ill_conditioned_scale_matches_float64(form):
+    # Outputscale 100 over noise 0.03 with a tie threshold: B's condition number is ~1e5, so a
+    # float32 Newton step can be spoilt by rounding and halved to nothing; the mode must still be
+    # float64's, not the point where the line search gave up.
+    g = torch.Generator().manual_seed(23)
+    X = torch.rand(9, 1, generator=g, dtype=torch.float64)
+    C = torch.tensor([[2, 8], [3, 2], [6, 4], [3, 2], [3, 2]])
+    found = {}
+    for dtype in (torch.float64, torch.float32):
+        lik = PairwiseProbit(noise_std=0.03, tie_threshold=3.0, tie_threshold_prior=False)
+        model = PairwiseLaplaceGP(X, C, likelihood=lik, form=form)
+        model.covar_module.base_kernel.lengthscale = 0.05
+        model.covar_module.outputscale = 100.0
+        model.to(dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # converged: no warning
+            found[dtype] = (model.utility.double(), float(model.laplace_evidence().detach()))
+    (u64, e64), (u32, e32) = found[torch.float64], found[torch.float32]
+    torch.testing.assert_close(u32, u64, atol=1e-3, rtol=0)
+    assert abs(e32 - e64) < 2e-3
 
 
 def test_input_transform_is_applied_to_train_and_test(data):

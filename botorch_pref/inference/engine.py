@@ -45,10 +45,11 @@ the Laplace posterior :math:`K_{**} - k_*^\top (K + W^{-1})^{-1} k_*` without an
 **Evidence.** :math:`\log Z = \log p(\mathcal D \mid \hat f) - \tfrac12 \hat f^\top K^{-1}\hat f
 - \tfrac12 \log\det(I + K W)`, with :math:`\det(I + KW) = \det(I + K_A H)` (Sylvester). Its
 hyperparameter gradient: find the mode without autograd, then take ONE Newton step with autograd
-from the detached mode. The Newton map's Jacobian in :math:`f` vanishes at its fixed point, so
-the step's derivative in the hyperparameters (through ``K`` and the likelihood) is the
-implicit-function-theorem derivative of the mode, and evaluating :math:`H` at the new point
-carries the log-determinant's dependence on the mode.
+from the mode's detached coefficients (the correction of
+:mod:`~botorch_pref.inference.newton`, solved from the gradient). The Newton map's Jacobian in
+the coefficients vanishes at its fixed point, so the step's derivative in the hyperparameters
+(through ``K`` and the likelihood) is the implicit-function-theorem derivative of the mode, and
+evaluating :math:`H` at the new point carries the log-determinant's dependence on the mode.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from torch import Tensor
 
 from botorch_pref.inference.newton import (
     Form,
+    NewtonMaps,
     NewtonState,
     choose_form,
     damped_newton,
@@ -84,7 +86,10 @@ class ModeResult(NamedTuple):
     Attributes:
         f: ``B x n`` posterior mode at the designs.
         d: ``B x r`` row differences at the mode.
-        beta: ``B x r`` row coefficients, :math:`\hat f = K A^\top \beta`.
+        beta: ``B x r`` row coefficients, :math:`\hat f = K A^\top \beta` (in design space
+            :math:`g(\hat d)`, which satisfies it at the exact mode).
+        coef: The Newton iteration's own coefficients at the mode: :math:`\beta` in comparison
+            space, ``B x n`` :math:`\alpha` with :math:`\hat f = K \alpha` in design space.
         log_lik: ``B`` log-likelihood at the mode.
         prior_quad: ``B`` value of :math:`\hat f^\top K^{-1} \hat f`.
         iterations: Newton iterations taken.
@@ -95,6 +100,7 @@ class ModeResult(NamedTuple):
     f: Tensor
     d: Tensor
     beta: Tensor
+    coef: Tensor
     log_lik: Tensor
     prior_quad: Tensor
     iterations: int
@@ -204,7 +210,12 @@ class LaplaceEngine(ABC):
 
     @abstractmethod
     def comparison_step(self, K_A: Tensor, H: Any, c: Tensor) -> Tensor:
-        r"""The comparison-space Newton iterate :math:`\beta = c - H (I + K_A H)^{-1} K_A c`."""
+        r""":math:`c - H (I + K_A H)^{-1} K_A c` (``B x r``) for a right-hand side ``c``.
+
+        From :math:`c = H d + g` this is the comparison-space Newton iterate; from the gradient's
+        coefficients :math:`\rho = g - \beta` it is the Newton step
+        (:mod:`~botorch_pref.inference.newton`).
+        """
 
     @abstractmethod
     def comparison_logdet(self, K_A: Tensor, H: Any) -> Tensor:
@@ -250,14 +261,15 @@ class LaplaceEngine(ABC):
         system.diagonal(dim1=-2, dim2=-1).add_(1.0)
         return system
 
-    def _newton_map(self, K: Tensor, form: Form):
-        """The ``(state, newton_target, to_f)`` maps of :func:`damped_newton` for ``K``."""
+    def _newton_map(self, K: Tensor, form: Form) -> NewtonMaps:
+        """The maps :func:`damped_newton` runs on, for prior covariance ``K``."""
         rows, n = self.rows, K.shape[-1]
         comparison = form == "comparison"
         if comparison:
             AK, K_A = row_gram(K, rows)
         else:
             AK = rows_times(K, rows)
+        gram = K_A if comparison else K  # the prior quadratic is coef^T gram coef
 
         def to_f(coef: Tensor) -> Tensor:
             if comparison:  # f = K A^T beta
@@ -274,19 +286,31 @@ class LaplaceEngine(ABC):
                 quad = (coef * f).sum(-1)
             return NewtonState(coef, d, self.log_likelihood(d), quad)
 
-        def newton_target(d: Tensor) -> Tensor:
-            _, g, H = self.terms(d)
-            c = self.apply_curvature(H, d) + g
+        def solve(H: Any, rhs: Tensor) -> Tensor:
+            """``(I + K_A H)``-form solve (comparison) or ``(I + W K)^{-1} rhs`` (design)."""
             if comparison:
-                return self.comparison_step(K_A, H, c)
+                return self.comparison_step(K_A, H, rhs)
             system = self._design_system(K, AK, H)
-            b = scatter_rows(c, rows, n)
             # The row-major system's memory is its transpose in LAPACK's column-major order:
             # factor that without a copy and solve with the adjoint.
             LU, pivots, _ = torch.linalg.lu_factor_ex(system.mT)
-            return torch.linalg.lu_solve(LU, pivots, b.unsqueeze(-1), adjoint=True).squeeze(-1)
+            return torch.linalg.lu_solve(LU, pivots, rhs.unsqueeze(-1), adjoint=True).squeeze(-1)
 
-        return state, newton_target, to_f
+        def start(d: Tensor) -> Tensor:
+            _, g, H = self.terms(d)
+            c = self.apply_curvature(H, d) + g
+            return solve(H, c if comparison else scatter_rows(c, rows, n))
+
+        def step(current: NewtonState) -> tuple[Tensor, Tensor]:
+            _, g, H = self.terms(current.d)
+            # The gradient of Psi in coefficient form: A^T g - K^{-1} f is A^T (g - beta) in
+            # comparison space and A^T g - alpha in design space.
+            residual = g - current.coef if comparison else scatter_rows(g, rows, n) - current.coef
+            delta = solve(H, residual)
+            decrement = (residual * (gram @ delta.unsqueeze(-1)).squeeze(-1)).sum(-1)
+            return delta, decrement
+
+        return NewtonMaps(state, step, start, to_f)
 
     def find_mode(
         self,
@@ -324,7 +348,8 @@ class LaplaceEngine(ABC):
             form = form or choose_form(n, r)
             tol = default_tolerance(K.dtype) if tol is None else tol
             comparison = form == "comparison"
-            state, newton_target, to_f = self._newton_map(K, form)
+            maps = self._newton_map(K, form)
+            state = maps.state
             starts = [state(K.new_zeros(B, r if comparison else n))]
             if beta0 is not None:
                 coef0 = beta0 if comparison else scatter_rows(beta0, self.rows, n)
@@ -332,11 +357,11 @@ class LaplaceEngine(ABC):
             if d0 is None and beta0 is None:
                 d0 = self.initial_guess(K)
             if d0 is not None:
-                starts.append(state(newton_target(d0)))
+                starts.append(state(maps.start(d0)))
             current, f, iterations, converged = damped_newton(
                 state,
-                newton_target,
-                to_f,
+                maps.step,
+                maps.to_f,
                 starts,
                 tol=tol,
                 max_iter=max_iter,
@@ -347,6 +372,7 @@ class LaplaceEngine(ABC):
                 f=f,
                 d=current.d,
                 beta=current.coef if comparison else g,
+                coef=current.coef,
                 log_lik=log_lik,
                 prior_quad=current.quad,
                 iterations=iterations,
@@ -406,13 +432,12 @@ class LaplaceEngine(ABC):
         Returns:
             ``(log_Z, f)``: ``B`` evidences and the ``B x n`` differentiable mode.
         """
-        d0 = mode.d.detach()
-        _, g, H = self.terms(d0)
-        c = self.apply_curvature(H, d0) + g
+        coef0 = mode.coef.detach()
         rows, n = self.rows, K.shape[-1]
         if mode.form == "comparison":
             AK, K_A = row_gram(K, rows)
-            beta = self.comparison_step(K_A, H, c)
+            _, g, H = self.terms((K_A @ coef0.unsqueeze(-1)).squeeze(-1))
+            beta = coef0 + self.comparison_step(K_A, H, g - coef0)
             d = (K_A @ beta.unsqueeze(-1)).squeeze(-1)
             f = (beta.unsqueeze(-2) @ AK).squeeze(-2)
             quad = (beta * d).sum(-1)
@@ -420,11 +445,12 @@ class LaplaceEngine(ABC):
             logdet = self.comparison_logdet(K_A, H_new)
         else:
             AK = rows_times(K, rows)
-            b = scatter_rows(c, rows, n)
-            alpha = torch.linalg.solve(self._design_system(K, AK, H), b.unsqueeze(-1))
-            f = (K @ alpha).squeeze(-1)
+            _, g, H = self.terms(row_differences((K @ coef0.unsqueeze(-1)).squeeze(-1), rows))
+            residual = scatter_rows(g, rows, n) - coef0
+            alpha = coef0 + torch.linalg.solve(self._design_system(K, AK, H), residual)
+            f = (K @ alpha.unsqueeze(-1)).squeeze(-1)
             d = row_differences(f, rows)
-            quad = (alpha.squeeze(-1) * f).sum(-1)
+            quad = (alpha * f).sum(-1)
             log_lik, _, H_new = self.terms(d)
             logdet = torch.linalg.slogdet(self._design_system(K, AK, H_new))[1]
         return log_lik - 0.5 * quad - 0.5 * logdet, f
