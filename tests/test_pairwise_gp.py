@@ -291,6 +291,24 @@ def test_float32_mode_at_an_ill_conditioned_scale_matches_float64(form):
     assert abs(e32 - e64) < 2e-3
 
 
+def test_float32_beyond_its_range_says_so_and_names_the_remedy():
+    # Outputscale 1000 over noise 0.01: float32 cannot hold B = I + R K R^T (entries ~1e7)
+    # exactly, and its rounding makes B indefinite; float64 has no trouble.
+    g = torch.Generator().manual_seed(135)
+    X = torch.rand(10, 1, generator=g, dtype=torch.float64)
+    C = torch.tensor([[2, 0], [6, 0], [0, 7], [0, 9]])
+    for dtype in (torch.float64, torch.float32):
+        model = PairwiseLaplaceGP(X, C, likelihood=PairwiseProbit(noise_std=0.01))
+        model.covar_module.base_kernel.lengthscale = 0.05
+        model.covar_module.outputscale = 1000.0
+        model.to(dtype)
+        if dtype == torch.float64:
+            assert bool(torch.isfinite(model.utility).all())
+            continue
+        with pytest.raises(torch.linalg.LinAlgError, match=r"float32.*Use float64"):
+            model.utility
+
+
 def test_input_transform_is_applied_to_train_and_test(data):
     X, C = data
     lo, hi = torch.tensor([-3.0, 10.0]), torch.tensor([5.0, 30.0])

@@ -77,7 +77,14 @@ from botorch_pref.inference.rows import (
 )
 from botorch_pref.likelihoods import PairwiseLikelihood
 
-__all__ = ["LaplaceEngine", "LaplaceFactors", "ModeResult", "WarmStart", "predictive_terms"]
+__all__ = [
+    "LaplaceEngine",
+    "LaplaceFactors",
+    "ModeResult",
+    "WarmStart",
+    "cholesky_of_system",
+    "predictive_terms",
+]
 
 
 class ModeResult(NamedTuple):
@@ -162,6 +169,34 @@ def predictive_terms(factors: LaplaceFactors, K_cross: Tensor) -> tuple[Tensor, 
     """
     mean = (factors.alpha.unsqueeze(-2) @ K_cross).squeeze(-2)
     return mean, factors.M @ K_cross
+
+
+def cholesky_of_system(system: Tensor) -> Tensor:
+    r"""Lower Cholesky factor of a Laplace system :math:`B = I + S K S^\top`.
+
+    :math:`B`'s eigenvalues are at least one in exact arithmetic, so the factorisation fails only
+    where rounding makes the stored matrix indefinite: in float32, when the prior's scale exceeds
+    the answer noise's by about three orders of magnitude (an outputscale of 1000 over
+    ``noise_std = 0.01``).
+
+    Args:
+        system: ``B x p x p`` symmetric system.
+
+    Returns:
+        The lower-triangular factor.
+
+    Raises:
+        torch.linalg.LinAlgError: Where the factorisation fails, naming the dtype and the remedy.
+    """
+    try:
+        return torch.linalg.cholesky(system)
+    except torch.linalg.LinAlgError as err:
+        raise torch.linalg.LinAlgError(
+            f"The Laplace system I + R K R^T is not positive definite in {system.dtype}, by "
+            "rounding (its eigenvalues are at least 1 in exact arithmetic): the prior's scale "
+            "exceeds the answer noise's by too much for this dtype. Use float64, or a smaller "
+            f"outputscale. ({err})"
+        ) from err
 
 
 def _symmetric_plus_identity(system: Tensor) -> Tensor:
@@ -407,7 +442,7 @@ class LaplaceEngine(ABC):
             else:
                 R = torch.linalg.qr(R, mode="r")[1]
                 system = R @ K @ R.transpose(-1, -2)
-            L_B = torch.linalg.cholesky(_symmetric_plus_identity(system))
+            L_B = cholesky_of_system(_symmetric_plus_identity(system))
             M = torch.linalg.solve_triangular(L_B, R, upper=False)
             return LaplaceFactors(scatter_rows(g, rows, n), M)
 

@@ -40,7 +40,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from botorch_pref.inference.engine import LaplaceEngine
+from botorch_pref.inference.engine import LaplaceEngine, cholesky_of_system
 from botorch_pref.inference.rows import row_differences, scatter_rows
 from botorch_pref.likelihoods import PairwiseLikelihood
 
@@ -175,12 +175,12 @@ class PairEngine(LaplaceEngine):
 
     def comparison_step(self, K_A: Tensor, H: Tensor, c: Tensor) -> Tensor:
         sw = H.sqrt()
-        LB = torch.linalg.cholesky(_comparison_system(K_A, sw))
+        LB = cholesky_of_system(_comparison_system(K_A, sw))
         t = sw * (K_A @ c.unsqueeze(-1)).squeeze(-1)
         return c - sw * torch.cholesky_solve(t.unsqueeze(-1), LB).squeeze(-1)
 
     def comparison_logdet(self, K_A: Tensor, H: Tensor) -> Tensor:
-        LB = torch.linalg.cholesky(_comparison_system(K_A, H.sqrt()))
+        LB = cholesky_of_system(_comparison_system(K_A, H.sqrt()))
         return 2.0 * LB.diagonal(dim1=-2, dim2=-1).log().sum(-1)
 
     def initial_guess(self, K: Tensor) -> Tensor:
