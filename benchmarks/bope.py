@@ -64,6 +64,8 @@ def main() -> None:
     p.add_argument("--initial", type=int, default=8, help="initial designs")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per run before giving up")
     args = p.parse_args()
+    if not args.timeout > 0:
+        p.error(f"--timeout must be positive, not {args.timeout}")
     warnings.simplefilter("ignore")
     problem = DTLZ2(dim=DIM, num_objectives=2)
     settings = {
@@ -120,6 +122,9 @@ def main() -> None:
     done = [s for s in args.seeds if all(rows[n].get(s) is not None for n in models)]
     stopped = {n: [s for s in args.seeds if rows[n].get(s) is None] for n in models}
     print(f"\n# medians over seeds {done} (stopped runs: {stopped})\n")
+    if not done:
+        print("No seed finished with both models: no table (raise --timeout).")
+        raise SystemExit(1)
     print("| stage | PairwiseGP | PairwiseLaplaceGP | ratio |")
     print("|---|---|---|---|")
     for key, label in [

@@ -30,6 +30,7 @@ strategy, ``q``, seed, number of queries and the user's scale, so a rerun of the
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -50,7 +51,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from botorch_pref.loop.backends import seeded
 from botorch_pref.loop.seeding import Stream, derived_seed, uniform
 from botorch_pref.runtime import entry_threads
-from botorch_pref.test_functions import get_utility
+from botorch_pref.test_functions import get_utility, utility_name
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
 CACHE = Path(__file__).resolve().parent / "out" / "anchor"
@@ -147,22 +148,35 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
     return result
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line: ``PROBLEM STRATEGY SEED...``, each checked before any run starts."""
+    parser = argparse.ArgumentParser(
+        prog="python benchmarks/suite_anchor.py",
+        description="Runs BoTorch's PBO pipeline on the suite's protocol and caches each run "
+        f"under {CACHE}.",
+    )
+    parser.add_argument("problem", type=utility_name, help="a utility's name, e.g. hartmann6")
+    parser.add_argument("strategy", choices=ANCHOR_STRATEGIES)
+    parser.add_argument("seeds", type=_seed, nargs="+", metavar="SEED")
+    return parser.parse_args(argv)
+
+
+def _seed(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"a seed is a non-negative integer, not {text!r}")
+    return int(text)
+
+
 def main(argv: list[str]) -> int:
     """``PROBLEM STRATEGY SEED...``: fill the cache, one line per run."""
-    if len(argv) < 3 or argv[0] in ("-h", "--help") or not all(s.isdigit() for s in argv[2:]):
-        print("usage: python benchmarks/suite_anchor.py PROBLEM {eubo,qeubo,champion-challenger} "
-              "SEED [SEED ...]\n"
-              "Runs BoTorch's PBO pipeline on the suite's protocol and caches each run under "
-              f"{CACHE}.", file=sys.stderr)  # fmt: skip
-        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
-    problem, strategy, *seeds = argv
+    args = parse_args(argv)
     # One intra-op thread unless the environment says otherwise: two of these processes
     # filling the cache side by side with torch's default threads ran several times slower.
     with entry_threads():
-        for s in seeds:
+        for s in args.seeds:
             t0 = time.perf_counter()
-            r = run_anchor(problem, strategy, int(s))
-            print(f"{problem} {strategy} seed {s}: regret {r['regret'][-1]:.3g}, "
+            r = run_anchor(args.problem, args.strategy, s)
+            print(f"{args.problem} {args.strategy} seed {s}: regret {r['regret'][-1]:.3g}, "
                   f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
     return 0
 

@@ -80,6 +80,10 @@ def test_compare_labels_the_checkpoints_it_shows_and_refuses_other_error_rates()
         (["--q", "1"], "--q >= 2"),
         (["--problems", "nosuch"], "Unknown utility 'nosuch'"),
         (["--suite", "--problems", "branin", "--set", "nosuch=1"], "not a LoopConfig setting"),
+        (["--suite", "--problems", "branin", "--q", "3"], "--q: not used by the suite"),
+        (["--tabulate", "x.json", "--models", "laplace"], "--models: not used by the suite"),
+        (["--problems", "branin", "--set", "kernel=rbf"], "--set: not used by this mode"),
+        (["--batched", "--anchor", "none"], "--anchor: not used by this mode"),
     ],
 )
 def test_pbo_refuses_settings_no_run_can_use(argv, message, capsys):
