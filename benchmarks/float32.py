@@ -1,10 +1,10 @@
 r"""float32 against float64: the Laplace mode and evidence over a grid of prior-to-noise ratios.
 
 For each outputscale (prior scale) and probit ``noise_std`` of the grid, with and without a tie
-threshold, ``--datasets`` random one-dimensional data sets (12 designs, 30 random answers, a
-lengthscale of 0.05 so that the designs are nearly independent) are fitted at fixed
-hyperparameters in float64 and in float32, with the default (automatically chosen) Newton form.
-Each cell reports, over the data sets:
+threshold (of three noise scales), ``--datasets`` random one-dimensional data sets (12 designs,
+30 random answers, a lengthscale of 0.05 so that the designs are nearly independent) are fitted
+at fixed hyperparameters in float64 and in float32, with the default (automatically chosen)
+Newton form. Each cell reports, over the data sets:
 
 * ``|f32 - f64|``: the largest difference of the posterior modes, relative to ``max(1, max |f64|)``;
 * ``evidence``: the largest difference of the Laplace evidences (nats);

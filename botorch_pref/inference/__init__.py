@@ -19,6 +19,7 @@ from botorch_pref.inference.engine import (
 )
 from botorch_pref.inference.newton import (
     Form,
+    NewtonMaps,
     NewtonState,
     choose_form,
     damped_newton,
@@ -33,6 +34,7 @@ __all__ = [
     "LaplaceEngine",
     "LaplaceFactors",
     "ModeResult",
+    "NewtonMaps",
     "NewtonState",
     "ObservationStructure",
     "PairEngine",
