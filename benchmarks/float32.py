@@ -31,7 +31,7 @@ import torch
 from botorch_pref import PairwiseLaplaceGP, PairwiseProbit
 from botorch_pref.inference import engine
 from botorch_pref.loop import run_replications
-from botorch_pref.runtime import entry_threads
+from botorch_pref.runtime import entry_threads, positive_int
 
 SCALES = (1.0, 10.0, 100.0, 1000.0)
 NOISES = (1.0, 0.1, 0.03, 0.01)
@@ -104,13 +104,11 @@ def loop(replications: int, queries: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", type=int, default=5, help="random data sets per cell")
+    parser.add_argument("--datasets", type=positive_int, default=5, help="data sets per cell")
     parser.add_argument("--loop", action="store_true", help="count Newton work in a float32 loop")
-    parser.add_argument("--replications", type=int, default=8)
-    parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--replications", type=positive_int, default=8)
+    parser.add_argument("--queries", type=positive_int, default=30)
     args = parser.parse_args()
-    if min(args.datasets, args.replications, args.queries) < 1:
-        parser.error("--datasets, --replications and --queries must be at least 1.")
     with entry_threads():
         loop(args.replications, args.queries) if args.loop else grid(args.datasets)
 

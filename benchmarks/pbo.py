@@ -368,8 +368,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """One-line errors (exit status 2) for settings no run can use."""
+#: Options the suite's modes (``--suite``, ``--compare``, ``--tabulate``) do not read, and the
+#: options only they read: either given where it would be ignored is an error.
+NOT_IN_SUITE = (
+    "strategies", "models", "runs", "q", "effort", "refit_every", "merge", "batched",
+    "choice_study", "device", "dtype", "sequential_replications", "no_sequential",
+)  # fmt: skip
+SUITE_ONLY = ("suite_strategies", "set", "anchor")
+
+
+def _check_unused(parser: argparse.ArgumentParser, args: argparse.Namespace, suite: bool) -> None:
+    """Refuse, in one line, options given on the command line that this mode would ignore."""
+    ignored = NOT_IN_SUITE if suite else SUITE_ONLY
+    given = [name for name in ignored if getattr(args, name) != parser.get_default(name)]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        where = "the suite (--suite, --compare, --tabulate)" if suite else "this mode (no --suite)"
+        parser.error(f"{flags}: not used by {where}.")
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace, suite: bool) -> None:
+    """One-line errors (exit status 2) for settings no run can use, or this mode would ignore."""
+    _check_unused(parser, args, suite)
     for name in ("replications", "sequential_replications"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
@@ -390,33 +410,13 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             parser.error(f"--set {name}: not a LoopConfig setting ({', '.join(sorted(fields))}).")
 
 
-#: Options the suite's modes (``--suite``, ``--compare``, ``--tabulate``) do not read, and the
-#: options only they read: either given where it would be ignored is an error.
-NOT_IN_SUITE = (
-    "strategies", "models", "runs", "q", "effort", "refit_every", "merge", "batched",
-    "choice_study", "device", "dtype", "sequential_replications", "no_sequential",
-)  # fmt: skip
-SUITE_ONLY = ("suite_strategies", "set", "anchor")
-
-
-def _check_unused(parser: argparse.ArgumentParser, args: argparse.Namespace, suite: bool) -> None:
-    """Refuse, in one line, options given on the command line that this mode would ignore."""
-    ignored = NOT_IN_SUITE if suite else SUITE_ONLY
-    given = [name for name in ignored if getattr(args, name) != parser.get_default(name)]
-    if given:
-        flags = ", ".join("--" + name.replace("_", "-") for name in given)
-        where = "the suite (--suite, --compare, --tabulate)" if suite else "this mode (no --suite)"
-        parser.error(f"{flags}: not used by {where}.")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     suite_mode = args.suite or args.compare or args.tabulate
-    _check_unused(parser, args, bool(suite_mode))
     args.problems = suite.expand_problems(args.problems) if suite_mode else args.problems
     args.problems = args.problems or list(PROBLEMS)
-    _check(parser, args)
+    _check(parser, args, bool(suite_mode))
     if suite_mode:
         args.replications = args.replications or 16
         if not args.suite:  # --compare and --tabulate read files: their errors are one line

@@ -226,16 +226,25 @@ def error_rate(payload: dict) -> float:
     return float(payload["config"].get("error_rate", 0.2))
 
 
+def common_error_rate(payloads: list[dict]) -> float:
+    """The users' error rate that suite JSONs share.
+
+    Raises:
+        ValueError: For runs made with users of different error rates.
+    """
+    rates = {error_rate(payload) for payload in payloads}
+    if len(rates) > 1:
+        raise ValueError(f"the runs' users err at different rates {sorted(rates)}.")
+    return rates.pop()
+
+
 def compare(a: dict, b: dict, queries: int) -> str:
     """Paired (by seed) difference of two suite runs ``a - b`` after each checkpoint.
 
     Raises:
         ValueError: For runs made with users of different error rates.
     """
-    if error_rate(a) != error_rate(b):
-        raise ValueError(
-            f"the runs' users err at different rates ({error_rate(a)} and {error_rate(b)})."
-        )
+    common_error_rate([a, b])
     ks = [k for k in CHECKPOINTS if k <= queries] or [queries]
     lines = ["| problem | strategy | " + " | ".join(f"A - B @{k}" for k in ks) + " |"]
     lines.append("|---|---|" + "---|" * len(ks))
@@ -355,16 +364,17 @@ def tabulate(args: argparse.Namespace) -> int:
     attach BoTorch's runs cached since, print the table, plot."""
     results: dict = {}
     queries = None
-    rates = {error_rate(json.loads(Path(path).read_text())) for path in args.tabulate}
-    if len(rates) > 1:
-        raise ValueError(f"the runs' users err at different rates {sorted(rates)}.")
-    for path in args.tabulate:
-        payload = json.loads(Path(path).read_text())
+    payloads = [json.loads(Path(path).read_text()) for path in args.tabulate]
+    rate = common_error_rate(payloads)  # BoTorch's runs at the same users' noise
+    scales: dict[str, float] = {}
+    for payload in payloads:
         cfg = payload["config"]
         queries = cfg["queries"]
         for problem, cells in payload["results"].items():
-            rate = error_rate(payload)  # BoTorch's runs at the same users' noise
-            scale = calibrate_noise(get_utility(problem), rate, noise="gumbel", seed=0)
+            if problem not in scales:
+                utility = get_utility(problem)
+                scales[problem] = calibrate_noise(utility, rate, noise="gumbel", seed=0)
+            scale = scales[problem]
             for strategy, cell in cells.items():
                 R = len(cell["ours"]["seeds"])
                 anchor = run_anchor(problem, strategy, R, queries, cfg["seed"], scale, "cached")

@@ -29,7 +29,6 @@ from torch import Tensor
 
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.inference.pairs import PairEngine
-from botorch_pref.likelihoods import ObservationKind
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
 __all__ = [
@@ -104,13 +103,11 @@ def comparison_graph(model: PairwiseLaplaceGP) -> ComparisonGraph:
     if len(model.batch_shape) > 0:
         raise ValueError("comparison_graph needs a model with an empty batch shape.")
     C = model.comparisons
-    if isinstance(C, PreferenceData):
-        if not bool((C.kind == ObservationKind.PAIR).all()):
-            raise ValueError(
-                "comparison_graph needs pairwise comparisons; the model's data hold choices, "
-                "rankings or ties."
-            )
-        C = C.options[..., :2]
+    if isinstance(C, PreferenceData):  # pairs alone are kept as a tensor (validate_training_data)
+        raise ValueError(
+            "comparison_graph needs pairwise comparisons; the model's data hold choices, "
+            "rankings or ties."
+        )
     n = model.n
     C = C[C[:, 0] >= 0]  # drop padding rows
     engine = PairEngine.from_comparisons(

@@ -131,7 +131,7 @@ class MomentFactors(NamedTuple):
     alpha: Tensor
     M_t: Tensor
     nu: float | None
-    constant: Tensor | float = 0.0
+    constant: Tensor
 
 
 class RBFMoments(NamedTuple):

@@ -287,7 +287,7 @@ def _index_python(ids: list[object], name: str) -> tuple[list[int | str], np.nda
 
 
 def _index(raw: np.ndarray) -> tuple[list[int | str], np.ndarray]:
-    """Contiguous indices of the raw ids, sorted by id.
+    """Contiguous indices of the raw ids (the file's strings), sorted by id.
 
     The ids are integers when every one is an integer written plainly (``"7"``, ``"-3"``) and
     within int64; otherwise they stay the strings of the file, so ``"007"`` and ``"7"`` remain
@@ -298,7 +298,7 @@ def _index(raw: np.ndarray) -> tuple[list[int | str], np.ndarray]:
     except (ValueError, OverflowError):
         values = raw
     else:
-        if not np.array_equal(values.astype(str), raw.astype(str)):
+        if not np.array_equal(values.astype(str), raw):
             values = raw
     uniques, inverse = np.unique(values, return_inverse=True)
     return uniques.tolist(), inverse.astype(np.int64).reshape(-1)

@@ -305,9 +305,8 @@ def _int_id(value: object, n: int, m: int) -> int:
     """An id as an int; fractional, boolean and non-numeric ids raise (never truncate)."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)
-    if isinstance(value, Tensor) and value.numel() == 1 and not value.is_floating_point():
-        if value.dtype != torch.bool and not value.is_complex():
-            return int(value)
+    if isinstance(value, Tensor) and value.numel() == 1 and holds_integers(value):
+        return int(value)
     raise ValueError(f"ranking {n}, position {m}: ids must be integers, got {value!r}.")
 
 

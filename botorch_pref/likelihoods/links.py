@@ -237,7 +237,7 @@ class PairwiseLogit(PairwiseLikelihood):
         s, mean = self._scale, self._shift(mean)
         sd = var.clamp_min(0).sqrt()
         narrow = torch.sigmoid((mean.unsqueeze(-1) + sd.unsqueeze(-1) * nodes) / s)
-        wide_sd = torch.where(sd > s, sd, torch.full_like(sd, s)).unsqueeze(-1)
+        wide_sd = sd.clamp_min(s).unsqueeze(-1)
         wide = torch.special.ndtr((mean.unsqueeze(-1) - s * grid) / wide_sd)
         return torch.where(sd <= s, (narrow * weights).sum(-1), (wide * density).sum(-1))
 

@@ -143,7 +143,6 @@ def check_settings(
             raise SessionError(f"budget must be a positive integer, got {budget!r}.")
         if budget > SQLITE_MAX_INT:
             raise SessionError(f"budget must be at most {SQLITE_MAX_INT}, got {budget}.")
-        budget = int(budget)
     if seed is None:
         seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] >> 2)
     elif isinstance(seed, Integral) and not isinstance(seed, bool) and seed > SQLITE_MAX_INT:

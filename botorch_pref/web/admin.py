@@ -13,7 +13,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from botorch_pref.sessions import DatabaseBusyError, Session, SessionExistsError
-from botorch_pref.sessions.sql import SQLITE_MAX_INT
 from botorch_pref.web.nonces import NonceStatus
 from botorch_pref.web.renderers import default_renderer
 from botorch_pref.web.security import same_token
@@ -160,8 +159,6 @@ def _optional_int(form: dict[str, str], key: str, low: int) -> int | None:
         raise ValueError(f"{key} must be a whole number, got {value[:20]!r}.") from None
     if number < low:
         raise ValueError(f"{key} must be at least {low}.")
-    if number > SQLITE_MAX_INT:
-        raise ValueError(f"{key} must be at most {SQLITE_MAX_INT}.")
     return number
 
 
