@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
+# Where torch comes from: empty for the default index (on Linux, PyPI's wheel bundles CUDA);
+# https://download.pytorch.org/whl/cpu for the CPU-only build.
+TORCH_INDEX ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
@@ -12,7 +15,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")
 	$(BIN)/python -m pip install --quiet -e ".[dev,web,ax]"
 	touch $(STAMP)
 

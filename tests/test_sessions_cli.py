@@ -19,7 +19,7 @@ import pytest
 
 from botorch_pref.cli import main
 from botorch_pref.sessions import SCHEMA_VERSION, Session
-from botorch_pref.sessions.cli import Command, format_options, parse_command
+from botorch_pref.sessions.cli import Command, format_options, load_renderer, parse_command
 
 
 def run_cli(capsys, monkeypatch, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
@@ -103,6 +103,25 @@ def test_scripted_run_quit_resume_and_budget(db, capsys, monkeypatch):
     assert "Query 5 (shown again)" in out
     assert "The planned 4 answers are done" in out
     assert kinds(db)[-1] == ("winner", 1, True)
+
+
+def test_file_renderers_loaded_together_keep_their_own_modules(tmp_path):
+    """Two file renderers (as the web page loads them) each resolve names in their own module."""
+    first, second = tmp_path / "first.py", tmp_path / "second.py"
+    first.write_text(
+        "from __future__ import annotations\n"
+        "import typing\n"
+        "class Colour: ...\n"
+        "class Swatch:\n"
+        "    colour: Colour\n"
+        "def render(query):\n"
+        "    return typing.get_type_hints(Swatch)['colour'].__name__\n"
+    )
+    second.write_text("def render(query):\n    return 'second'\n")
+    render_first = load_renderer(f"{first}:render")
+    render_second = load_renderer(f"{second}:render")
+    assert render_first(None) == "Colour"
+    assert render_second(None) == "second"
 
 
 def test_end_of_input_quits_and_keeps_answers(db, capsys, monkeypatch):

@@ -13,8 +13,10 @@ A renderer is a function ``render(query) -> str | None`` (``query`` a
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import os
 import string
 import sys
 from collections.abc import Callable
@@ -64,7 +66,11 @@ def load_renderer(spec: str) -> Renderer:
         raise ValueError(f"--renderer must be MODULE:FUNCTION, got {spec!r}.")
     try:
         if module_name.endswith(".py"):
-            file_spec = importlib.util.spec_from_file_location("_session_renderer", module_name)
+            # one module name per file: renderers loaded together (the web page's) must not
+            # replace each other in sys.modules, where typing and pickle look their names up
+            path = os.path.realpath(module_name)
+            digest = hashlib.sha1(path.encode()).hexdigest()[:16]
+            file_spec = importlib.util.spec_from_file_location(f"_session_renderer_{digest}", path)
             if file_spec is None or file_spec.loader is None:
                 raise ImportError(f"cannot load {module_name}")
             module = importlib.util.module_from_spec(file_spec)
