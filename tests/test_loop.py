@@ -344,6 +344,14 @@ def test_bad_constructor_arguments(kwargs, message):
         PreferenceOptimizer(BOUNDS, **kwargs)
 
 
+@pytest.mark.parametrize("kwargs", [{"seed": 1.5}, {"refit_every": True}, {"q": "2"}])
+def test_a_setting_that_is_not_an_integer_is_a_plain_value_error(kwargs):
+    """A bad setting is refused as a setting, not as a bad answer (which callers catch apart)."""
+    with pytest.raises(ValueError, match="must be an integer") as raised:
+        PreferenceOptimizer(BOUNDS, **kwargs)
+    assert not isinstance(raised.value, InvalidAnswerError)
+
+
 @pytest.mark.parametrize(
     "bounds", [torch.zeros(2, 2), torch.tensor([[0.0, 1.0], [1.0, 1.0]]), torch.ones(3, 2)]
 )

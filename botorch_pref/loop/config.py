@@ -66,7 +66,7 @@ from typing import Any
 import torch
 
 from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseLogit, PairwiseProbit, Ranking
-from botorch_pref.loop.answers import as_index
+from botorch_pref.loop.answers import InvalidAnswerError, as_index
 from botorch_pref.models.factories import MODEL_FACTORIES, ModelFactory
 from botorch_pref.models.kernels import BASE_KERNELS
 
@@ -118,9 +118,17 @@ def acquisition_effort(d: int, q_opt: int) -> tuple[int, int]:
     return restarts, min(max(30 * d * q_opt, MIN_RAW), MAX_RAW)
 
 
+def _setting_int(value: Any, name: str) -> int:
+    """``value`` as an integer, else a plain ``ValueError``: a setting is not an answer."""
+    try:
+        return as_index(value, name)
+    except InvalidAnswerError as err:
+        raise ValueError(str(err)) from None
+
+
 def positive_int(value: Any, name: str) -> int:
     """``value`` as an integer ``>= 1``, else a ``ValueError`` naming ``name``."""
-    value = as_index(value, name)
+    value = _setting_int(value, name)
     if value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value}.")
     return value
@@ -128,7 +136,7 @@ def positive_int(value: Any, name: str) -> int:
 
 def nonnegative_int(value: Any, name: str) -> int:
     """``value`` as an integer ``>= 0``, else a ``ValueError`` naming ``name``."""
-    value = as_index(value, name)
+    value = _setting_int(value, name)
     if value < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {value}.")
     return value
