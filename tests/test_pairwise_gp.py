@@ -243,6 +243,8 @@ def test_preference_probability_matches_monte_carlo(data):
     mc = model.likelihood.log_prob(g[..., 0] - g[..., 1]).exp().mean(0)
     torch.testing.assert_close(prob, mc, atol=5e-3, rtol=0)
     torch.testing.assert_close(model.preference_probability(X2, X1), 1 - prob)
+    with pytest.raises(ValueError, match=r"X1 \(3, 2\) and X2 \(2, 2\) must have broadcast"):
+        model.preference_probability(X1, X2[:2])
 
 
 def test_duplicate_designs_share_a_finite_utility():

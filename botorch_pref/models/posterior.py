@@ -32,7 +32,7 @@ from gpytorch.distributions import MultivariateNormal
 from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
 
-from botorch_pref.models.data import validate_test_points
+from botorch_pref.models.data import PreferenceInputError, validate_test_points
 from botorch_pref.models.prediction import laplace_predict
 
 __all__ = ["LaplacePosteriorMixin"]
@@ -148,8 +148,17 @@ class LaplacePosteriorMixin:
 
         Returns:
             A ``...`` tensor of probabilities.
+
+        Raises:
+            PreferenceInputError: When ``X1`` and ``X2`` do not broadcast (and for what
+                :meth:`posterior` refuses: NaN, another dtype, another ``d``).
         """
-        X1, X2 = torch.broadcast_tensors(X1, X2)
+        try:
+            X1, X2 = torch.broadcast_tensors(X1, X2)
+        except RuntimeError:
+            raise PreferenceInputError(
+                f"X1 {tuple(X1.shape)} and X2 {tuple(X2.shape)} must have broadcastable shapes."
+            ) from None
         post = self.posterior(torch.stack([X1, X2], dim=-2))
         mean = post.mean.squeeze(-1)
         cov = post.distribution.covariance_matrix
