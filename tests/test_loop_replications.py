@@ -133,6 +133,25 @@ def test_batched_anywhere_recommendations_beat_every_compared_design_in_posterio
     assert float(unit[2, 0]) > 0.9
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_replications": 2.5}, "n_replications must be an integer, got 2.5"),
+        ({"n_replications": 0}, "n_replications must be a positive integer, got 0"),
+        ({"n_queries": 1.5}, "n_queries must be an integer, got 1.5"),
+        ({"n_queries": -1}, "n_queries must be a non-negative integer, got -1"),
+        ({"seed": 0.5}, "seed must be an integer, got 0.5"),
+        ({"seed": None}, "seed must be an integer, got None"),
+        ({"anywhere_after": [0.5]}, "anywhere_after must be an integer, got 0.5"),
+    ],
+)
+def test_counts_and_seed_are_refused_unless_integers(kwargs, message):
+    """No silent truncation: 2.5 replications is an error, not 2."""
+    settings = {"n_replications": 1, "n_queries": 2, "scale": SCALE, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        run_replications("branin", **settings)
+
+
 def test_anywhere_after_is_validated():
     with pytest.raises(ValueError, match="anywhere_after"):
         run_replications("branin", n_replications=1, n_queries=2, scale=SCALE, anywhere_after=[3])

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from botorch_pref.loop.answers import Answer, as_index
-from botorch_pref.loop.config import STRATEGIES, LoopConfig
+from botorch_pref.loop.answers import Answer
+from botorch_pref.loop.config import STRATEGIES, LoopConfig, nonnegative_int, positive_int
 from botorch_pref.loop.state import LoopState
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
@@ -174,11 +174,11 @@ def run_replications(
         The :class:`ReplicationResults`.
     """
     utility = get_utility(problem) if isinstance(problem, str) else problem
-    R, T_acq = int(n_replications), int(n_queries)
-    if R < 1 or T_acq < 0:
-        raise ValueError(f"need n_replications >= 1 and n_queries >= 0; got {R}, {T_acq}.")
-    config = LoopConfig(utility.dim, strategy, q, seed=int(seed), **settings)
-    after = tuple(as_index(k, "anywhere_after") for k in anywhere_after)
+    R = positive_int(n_replications, "n_replications")
+    T_acq = nonnegative_int(n_queries, "n_queries")
+    seed = nonnegative_int(seed, "seed")
+    config = LoopConfig(utility.dim, strategy, q, seed=seed, **settings)
+    after = tuple(nonnegative_int(k, "anywhere_after") for k in anywhere_after)
     if any(not 0 <= k <= T_acq for k in after) or len(set(after)) != len(after):
         raise ValueError(
             f"anywhere_after must hold distinct counts in [0, {T_acq}], got {list(anywhere_after)}."
@@ -188,7 +188,7 @@ def run_replications(
             "anywhere_after counts acquisition queries after the initial ones; with n_initial=0 "
             "the count 0 comes before any answer, so there is nothing to recommend from."
         )
-    seeds = [int(seed) + i for i in range(R)]
+    seeds = [seed + i for i in range(R)]
     bounds = torch.zeros(2, utility.dim, **config.tkwargs)
     bounds[1] = 1.0
     state = LoopState(config, bounds, seeds, backend)
