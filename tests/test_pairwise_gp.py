@@ -352,6 +352,24 @@ def test_bad_input_raises_clear_error(X, C, match):
         PairwiseLaplaceGP(X, C)
 
 
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"max_iter": 0}, "max_iter must be a positive integer, got 0"),
+        ({"max_iter": 2.5}, "max_iter must be a positive integer, got 2.5"),
+        ({"max_iter": True}, "max_iter must be a positive integer, got True"),
+        ({"tol": -1e-8}, "tol must be None or a finite number >= 0, got -1e-08"),
+        ({"tol": float("nan")}, "tol must be None or a finite number >= 0, got nan"),
+        ({"tol": "tight"}, "tol must be None or a finite number >= 0, got 'tight'"),
+    ],
+)
+def test_bad_solver_options_raise_clear_error(data, options, match):
+    """No Newton iteration at all would return the starting point as the mode, with a warning."""
+    X, C = data
+    with pytest.raises(ValueError, match=match):
+        PairwiseLaplaceGP(X, C, **options)
+
+
 def test_bad_input_to_set_train_data_leaves_model_unchanged(data):
     X, C = data
     model = PairwiseLaplaceGP(X, C)

@@ -10,6 +10,10 @@ repeated pairs merged); other data go to the
 
 from __future__ import annotations
 
+import math
+import operator
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -23,6 +27,7 @@ __all__ = [
     "PreferenceInputError",
     "append_comparisons",
     "build_engine",
+    "check_solver_options",
     "check_unchanged",
     "expand_comparisons",
     "validate_comparisons",
@@ -294,3 +299,35 @@ def append_comparisons(
         return PreferenceData.cat([old, new.shift(offset)])
     old = comparisons.expand(*batch, *comparisons.shape[-2:])
     return torch.cat([old, Y.to(old.device).expand(*batch, *Y.shape[-2:]) + offset], dim=-2)
+
+
+def check_solver_options(tol: Any, max_iter: Any) -> tuple[float | None, int]:
+    """The Newton options of a model, checked: ``tol`` ``None`` or finite and ``>= 0``,
+    ``max_iter`` an integer ``>= 1``.
+
+    Args:
+        tol: The stopping tolerance, or ``None`` for the dtype's default.
+        max_iter: The most Newton iterations per mode search.
+
+    Returns:
+        ``(tol, max_iter)`` as a float (or ``None``) and an int.
+
+    Raises:
+        ValueError: For anything else (no iteration at all would return the starting point as
+            the mode).
+    """
+    try:
+        iterations = 0 if isinstance(max_iter, bool) else operator.index(max_iter)
+    except TypeError:
+        iterations = 0
+    if iterations < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}.")
+    if tol is None:
+        return None, iterations
+    try:
+        value = float(tol)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"tol must be None or a finite number >= 0, got {tol!r}.")
+    return value, iterations

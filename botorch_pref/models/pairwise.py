@@ -67,6 +67,7 @@ from botorch_pref.models.data import (
     PreferenceInputError,
     append_comparisons,
     build_engine,
+    check_solver_options,
     check_unchanged,
     expand_comparisons,
     validate_fantasy_comparisons,
@@ -156,8 +157,7 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
             raise ValueError(f"form must be None, 'comparison' or 'design', got {form!r}.")
         self.likelihood = likelihood
         self._form = form
-        self._tol = tol
-        self._max_iter = int(max_iter)
+        self._tol, self._max_iter = check_solver_options(tol, max_iter)
         self._datapoints: Tensor | None = None
         self._comparisons: Tensor | PreferenceData | None = None
         self._mode: LaplaceMode | None = None  # the data's engine, mode and factors
