@@ -328,7 +328,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", help="torch device of the model (default cpu)")
     p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"PNG path (default {DEFAULT_OUTPUT})")
     p.add_argument("--no-plot", action="store_true", help="write no figure")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (there is none when stderr is not a terminal)",
+    )
     p.set_defaults(func=_main)
 
 
@@ -348,6 +352,7 @@ def _main(args: argparse.Namespace) -> int:
             device=device,
             n_initial=args.initial,
             output=None if args.no_plot else args.output,
-            progress=not args.no_progress,
+            # a bar's frames only clutter a log or a pipe
+            progress=not args.no_progress and sys.stderr.isatty(),
         )
     return 0

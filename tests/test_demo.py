@@ -32,6 +32,15 @@ def test_demo_cli_end_to_end(tmp_path, capsys):
     assert lines[8] == f"figure written to {out}"
 
 
+def test_demo_shows_no_progress_bar_when_stderr_is_not_a_terminal(capsys):
+    """Piped or logged, the bar's frames would interleave with the table's rows."""
+    assert main(["demo", "--queries", "1", "--initial", "2", "--no-plot"]) == 0
+    captured = capsys.readouterr()
+    assert "queries:" not in captured.err
+    rows = captured.out.splitlines()[2:5]
+    assert [int(r.split()[0]) for r in rows] == [1, 2, 3]
+
+
 def test_run_demo_one_dimensional_with_plot(tmp_path):
     out = tmp_path / "two-bump.png"
     result = run_demo(
