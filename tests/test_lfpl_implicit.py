@@ -356,8 +356,9 @@ def test_kendall_tau():
     tau = kendall_tau(scores, torch.tensor([4, 4, 3]))
     # Row 3: pairs (0,1) tie, (0,2) and (1,2) concordant -> 2/3.
     torch.testing.assert_close(tau, torch.tensor([1.0, -1.0, 2 / 3]))
-    with pytest.raises(ValueError, match="length at least 2"):
-        kendall_tau(scores, torch.tensor([4, 1, 3]))
+    for short in (1, 0, -1):  # a negative length once gave a silent tau of 0
+        with pytest.raises(ValueError, match=f"length at least 2, got {short}"):
+            kendall_tau(scores, torch.tensor([4, short, 3]))
     with pytest.raises(ValueError, match="must not exceed the width 4 of scores, got 5"):
         kendall_tau(scores, torch.tensor([4, 5, 3]))
     with pytest.raises(TypeError, match="lengths must be integers"):

@@ -119,6 +119,11 @@ def load_movielens(path: str | Path, min_rating: float | None = None) -> Interac
 
     Returns:
         The :class:`Interactions`; indices follow the sorted original ids.
+
+    Raises:
+        FileNotFoundError: If ``path`` holds no ratings file.
+        ValueError: If the file is malformed or empty, or ``min_rating`` is given for a file
+            without ratings or keeps no interaction.
     """
     path = _resolve(Path(path))
     text = path.read_text(encoding="utf-8-sig", errors="replace")
@@ -126,13 +131,14 @@ def load_movielens(path: str | Path, min_rating: float | None = None) -> Interac
     if not first:
         raise ValueError(f"{path}: the file is empty.")
     kind = _detect(path, first)
+    # What follows the header line (nothing when the file is only a header, without a break).
+    body = text.split("\n", 1)[1] if "\n" in text else ""
     if kind == "inter":
-        columns, text = _inter_columns(path, first), text.split("\n", 1)[1]
-        delimiter = "\t"
+        columns, text, delimiter = _inter_columns(path, first), body, "\t"
     elif kind == "csv":
         header = [c.strip() for c in first.split(",")]
         columns = _csv_columns(path, header)
-        text, delimiter = text.split("\n", 1)[1], ","
+        text, delimiter = body, ","
     elif kind == "dat":
         columns, delimiter = {"user": 0, "item": 1, "rating": 2, "timestamp": 3}, "\t"
         text = text.replace("::", "\t")
@@ -155,6 +161,10 @@ def load_movielens(path: str | Path, min_rating: float | None = None) -> Interac
     if timestamps is not None:
         timestamps = _timestamps(path, _to_float(path, timestamps, "timestamp"))
     if min_rating is not None:
+        if table.get("rating") is None:
+            raise ValueError(
+                f"{path}: min_rating={min_rating} was given, but the file has no ratings."
+            )
         keep = ratings >= min_rating
         users_raw, items_raw, ratings = users_raw[keep], items_raw[keep], ratings[keep]
         timestamps = timestamps[keep] if timestamps is not None else None
@@ -225,6 +235,8 @@ def _read_table(
     path: Path, text: str, delimiter: str, columns: dict[str, int]
 ) -> dict[str, np.ndarray]:
     keys = list(columns)
+    if not text.strip():
+        raise ValueError(f"{path}: the file has no interactions.")
     try:
         table = np.loadtxt(
             io.StringIO(text),

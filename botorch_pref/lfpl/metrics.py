@@ -45,14 +45,16 @@ def kendall_tau(scores: Tensor, lengths: Tensor | None = None) -> Tensor:
         raise ValueError(
             f"lengths must not exceed the width {width} of scores, got {int(lengths.max())}."
         )
+    if bool((lengths < 2).any()):
+        raise ValueError(
+            f"kendall_tau needs rankings of length at least 2, got {int(lengths.min())}."
+        )
     valid = positions < lengths.unsqueeze(-1)
     upper = positions.unsqueeze(-1) < positions  # m < m'
     pair_valid = valid.unsqueeze(-1) & valid.unsqueeze(-2) & upper
     sign = torch.sign(scores.unsqueeze(-1) - scores.unsqueeze(-2))
     net = torch.where(pair_valid, sign, torch.zeros_like(sign)).sum(dim=(-1, -2))
     n_pairs = (lengths * (lengths - 1) / 2).to(scores.dtype)
-    if bool((n_pairs <= 0).any()):
-        raise ValueError("kendall_tau needs rankings of length at least 2.")
     return net / n_pairs
 
 

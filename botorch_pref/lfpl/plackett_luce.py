@@ -69,7 +69,13 @@ def plackett_luce_nll(
 
     Returns:
         The negative log-likelihood: a scalar, or ``(*batch)`` with ``reduction="none"``.
+
+    Raises:
+        TypeError: If ``scores`` is not a floating tensor.
+        ValueError: If a shape does not match the batch shape of ``scores``, if
+            ``reduction`` is unknown, or (with ``validate``) if a value is out of range.
     """
+    _check_floating(scores)
     if scores.dim() < 1:
         raise ValueError("scores must have at least one dimension (the ranking positions).")
     if reduction not in ("sum", "mean", "none"):
@@ -77,7 +83,9 @@ def plackett_luce_nll(
     width = scores.shape[-1]
     scores, n_stages = _mask_padding(scores, lengths, validate)
     if top_k is not None:
-        n_stages = torch.minimum(n_stages, _counted_stages(top_k, scores.device, validate))
+        counted = _counted_stages(top_k, scores.device, validate)
+        _check_batch_shape(counted, n_stages.shape)
+        n_stages = torch.minimum(n_stages, counted)
     if lengths is None and top_k is None and width == 2:
         # Pairs (the implicit-feedback case): -log sigmoid(s_1 - s_2), the same value, faster.
         nll = torch.nn.functional.softplus(scores[..., 1] - scores[..., 0])
@@ -122,6 +130,22 @@ def _counted_stages(top_k: int | Tensor, device: torch.device, validate: bool) -
     return top_k
 
 
+def _check_batch_shape(top_k: Tensor, batch: torch.Size) -> None:
+    """Raise unless ``top_k`` broadcasts to the batch shape without enlarging it.
+
+    A ``(B, 1)`` ``top_k`` would otherwise broadcast a ``(B,)`` batch into a ``B x B`` grid.
+    """
+    try:
+        fits = torch.broadcast_shapes(top_k.shape, batch) == batch
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"top_k must be an integer or have shape {tuple(batch)} (the batch shape of "
+            f"scores), got shape {tuple(top_k.shape)}."
+        )
+
+
 def _reduce(nll: Tensor, weights: Tensor | None, reduction: str, validate: bool) -> Tensor:
     """Weight the per-ranking values and reduce them."""
     if weights is not None:
@@ -160,6 +184,13 @@ def _check_lengths(lengths: Tensor, width: int) -> None:
             )
 
 
+def _check_floating(scores: object) -> None:
+    """Raise a ``TypeError`` unless ``scores`` is a floating tensor."""
+    if not isinstance(scores, Tensor) or not scores.is_floating_point():
+        got = scores.dtype if isinstance(scores, Tensor) else type(scores).__name__
+        raise TypeError(f"scores must be a floating tensor, got {got}.")
+
+
 def _check_finite(values: Tensor, mask: Tensor | None, name: str) -> None:
     bad = ~torch.isfinite(values)
     if mask is not None:
@@ -183,7 +214,11 @@ def gumbel_rankings(scores: Tensor, generator: torch.Generator | None = None) ->
     Returns:
         ``(*batch, M)`` long tensor of positions into the last dimension of ``scores``, in
         preference order (the sampled winner first).
+
+    Raises:
+        TypeError: If ``scores`` is not a floating tensor.
     """
+    _check_floating(scores)
     exponential = torch.empty_like(scores).exponential_(generator=generator)
     gumbel = -torch.log(exponential.clamp_min(torch.finfo(scores.dtype).tiny))
     return torch.argsort(scores + gumbel, dim=-1, descending=True)

@@ -228,7 +228,12 @@ class LFPLRecommender:
 
         Returns:
             ``self``.
+
+        Raises:
+            TypeError: If an id is neither an integer nor a string.
+            ValueError: If an id is listed twice, or the numbers of ids do not match ``train``.
         """
+        user_ids, item_ids = _original_ids(user_ids, "user"), _original_ids(item_ids, "item")
         if len(user_ids) != train.n_users or len(item_ids) != train.n_items:
             raise ValueError(
                 f"{len(user_ids)} user ids and {len(item_ids)} item ids for interactions with "
@@ -273,7 +278,7 @@ class LFPLRecommender:
         )
         self.model_ = model
         self.train_ = train.to(self.device)
-        self.user_ids, self.item_ids = list(user_ids), list(item_ids)
+        self.user_ids, self.item_ids = user_ids, item_ids
         self._user_index = {raw: i for i, raw in enumerate(self.user_ids)}
         return self
 
@@ -457,6 +462,38 @@ def _device(device: torch.device | str) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {str(device)!r} was asked for, but CUDA is not available.")
     return device
+
+
+def _original_ids(ids: Sequence[int | str], name: str) -> list[int | str]:
+    """Original ids as a list of distinct Python ints and strings.
+
+    Arrays and tensors are unpacked and numpy integers become ints, so the ids are JSON-ready
+    for :meth:`LFPLRecommender.save` and match lookups by value.
+
+    Args:
+        ids: The original id of each index.
+        name: ``"user"`` or ``"item"``, for the messages.
+
+    Returns:
+        The ids, in order.
+
+    Raises:
+        TypeError: If an id is a bool or neither an integer nor a string.
+        ValueError: If an id is listed twice (two indices would share it).
+    """
+    if isinstance(ids, (Tensor, np.ndarray)):
+        ids = ids.reshape(-1).tolist()
+    out: list[int | str] = []
+    seen: set[int | str] = set()
+    for raw in ids:
+        if isinstance(raw, bool) or not isinstance(raw, (str, Integral)):
+            raise TypeError(f"{name} ids must be integers or strings, got {raw!r}.")
+        value = raw if isinstance(raw, str) else int(raw)
+        if value in seen:
+            raise ValueError(f"{name} id {value!r} is listed twice: every index needs its own id.")
+        seen.add(value)
+        out.append(value)
+    return out
 
 
 def _as_list(users: Iterable[int | str], name: str) -> list[int | str]:

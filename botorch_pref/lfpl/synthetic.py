@@ -21,7 +21,7 @@ from botorch_pref.lfpl.metrics import kendall_tau
 from botorch_pref.lfpl.model import LFPL
 from botorch_pref.lfpl.plackett_luce import gumbel_rankings
 from botorch_pref.lfpl.rankings import DyadRankings
-from botorch_pref.lfpl.training import fit_lfpl
+from botorch_pref.lfpl.training import _check_int, _check_number, fit_lfpl
 
 __all__ = [
     "CVResult",
@@ -60,7 +60,19 @@ def sample_lfpl(
 
     Returns:
         ``(rankings, truth)``: the rankings and the true model (all ids marked as seen).
+
+    Raises:
+        TypeError: If a count or ``dim`` is not an integer, or ``scale`` is not a number.
+        ValueError: If a count, ``length``, ``dim`` or ``scale`` is out of range.
     """
+    for name, value in (
+        ("n_rankings", n_rankings),
+        ("length", length),
+        ("n_rows", n_rows),
+        ("n_cols", n_cols),
+        ("dim", dim),
+    ):
+        _check_int(name, value, minimum=None)  # the ranges below, with their own messages
     if n_rankings < 1 or n_rows < 1 or n_cols < 1:
         raise ValueError(
             "n_rankings, n_rows and n_cols must be positive, got "
@@ -69,8 +81,9 @@ def sample_lfpl(
     n_dyads = n_rows * n_cols
     if not 2 <= length <= n_dyads:
         raise ValueError(f"length must lie in [2, {n_dyads}] (n_rows * n_cols), got {length}.")
-    if dim < 1 or scale <= 0:
-        raise ValueError(f"dim and scale must be positive, got {dim} and {scale}.")
+    if dim < 1:
+        raise ValueError(f"dim must be positive, got {dim}.")
+    _check_number("scale", scale, positive=True)
     # An offset stream: LFPL(..., seed=seed) must not start from the truth's own draw.
     generator = torch.Generator().manual_seed(seed + _TRUTH_STREAM)
     U = torch.randn(n_rows, dim, generator=generator, dtype=dtype) * scale
@@ -241,7 +254,6 @@ def power_law_interactions(
         ``(interactions, truth)``.
     """
     from botorch_pref.lfpl.implicit import ImplicitFeedback
-    from botorch_pref.lfpl.training import _check_int, _check_number
 
     _check_int("n_users", n_users, 1)
     _check_int("n_items", n_items, 2)

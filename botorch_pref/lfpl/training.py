@@ -250,11 +250,11 @@ def lfpl_batch_objective(
 
 
 # ---------------------------------------------------------------------------- shared machinery
-def _check_int(name: str, value: object, minimum: int) -> None:
-    """Raise unless ``value`` is an integer (not a bool) of at least ``minimum``."""
+def _check_int(name: str, value: object, minimum: int | None) -> None:
+    """Raise unless ``value`` is an integer (not a bool) of at least ``minimum`` (if given)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {value!r}.")
-    if int(value) < minimum:
+    if minimum is not None and int(value) < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value!r}.")
 
 

@@ -1,0 +1,121 @@
+"""Audit of the LFPL module: inputs once accepted silently or failing deep inside torch."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from botorch_pref.data import load_movielens
+from botorch_pref.lfpl import ImplicitFeedback, gumbel_rankings, plackett_luce_nll, sample_lfpl
+from botorch_pref.lfpl.recommender import LFPLRecommender
+
+
+def brute_force_top_k(scores: list[float], k: int) -> float:
+    """The first ``k`` Plackett-Luce stages, in float64 Python arithmetic."""
+    return sum(
+        math.log(sum(math.exp(s) for s in scores[t:])) - scores[t]
+        for t in range(min(k, len(scores) - 1))
+    )
+
+
+def test_plackett_luce_nll_top_k_must_match_the_batch_shape():
+    scores = torch.tensor(
+        [[0.0, 1.0, 2.0, 3.0], [1.0, 0.0, -1.0, 2.0], [0.5, 0.2, 0.1, 0.0]], dtype=torch.float64
+    )
+    # A (3, 1) column used to broadcast against the (3,) batch into a 3 x 3 grid of rankings.
+    for bad in (torch.tensor([[1], [2], [3]]), torch.tensor([[1, 2, 3]]), torch.tensor([1, 2])):
+        with pytest.raises(ValueError, match=r"top_k must be an integer or have shape \(3,\)"):
+            plackett_luce_nll(scores, top_k=bad)
+    top_k = [1, 2, 3]
+    want = sum(brute_force_top_k(row, k) for row, k in zip(scores.tolist(), top_k, strict=True))
+    assert plackett_luce_nll(scores, top_k=torch.tensor(top_k)).item() == pytest.approx(want)
+    # A scalar (0-d or one-element) top_k applies to every ranking.
+    want_one = sum(brute_force_top_k(row, 1) for row in scores.tolist())
+    for one in (1, torch.tensor(1), torch.tensor([1])):
+        assert plackett_luce_nll(scores, top_k=one).item() == pytest.approx(want_one)
+
+
+@pytest.mark.parametrize("lengths", [None, torch.tensor([3])])
+def test_plackett_luce_nll_rejects_integer_scores(lengths):
+    with pytest.raises(TypeError, match=r"scores must be a floating tensor, got torch\.int64"):
+        plackett_luce_nll(torch.tensor([[2, 1, 0]]), lengths)
+    with pytest.raises(TypeError, match="scores must be a floating tensor, got list"):
+        plackett_luce_nll([[2.0, 1.0, 0.0]], lengths)
+
+
+def test_gumbel_rankings_rejects_integer_scores():
+    with pytest.raises(TypeError, match=r"scores must be a floating tensor, got torch\.int64"):
+        gumbel_rankings(torch.tensor([3, 1, 2]))
+
+
+@pytest.fixture
+def feedback():
+    return ImplicitFeedback(torch.tensor([[0, 0], [0, 1], [1, 2], [1, 3], [2, 0]]), 3, 4)
+
+
+@pytest.mark.parametrize(
+    ("user_ids", "item_ids", "error", "message"),
+    [
+        (["a", "a", "b"], [1, 2, 3, 4], ValueError, "user id 'a' is listed twice"),
+        (["a", "b", "c"], [1, 2, 2, 4], ValueError, "item id 2 is listed twice"),
+        ([0.5, 1.5, 2.5], [1, 2, 3, 4], TypeError, "user ids must be integers or strings, got 0.5"),
+        (["a", "b", "c"], [1, True, 3, 4], TypeError, "item ids must be .* got True"),
+    ],
+)
+def test_fit_feedback_rejects_ambiguous_ids_before_fitting(
+    feedback, user_ids, item_ids, error, message
+):
+    rec = LFPLRecommender(dim=2, epochs=1)
+    with pytest.raises(error, match=message):
+        rec.fit_feedback(feedback, user_ids, item_ids)
+    assert rec.model_ is None and rec.user_ids == []
+
+
+@pytest.mark.parametrize("as_array", [np.asarray, torch.as_tensor])
+def test_fit_feedback_accepts_array_ids_and_saves_them(tmp_path, feedback, as_array):
+    rec = LFPLRecommender(dim=2, epochs=2, seed=0)
+    rec.fit_feedback(feedback, as_array([10, 20, 30]), as_array([5, 6, 7, 8]))
+    assert rec.user_ids == [10, 20, 30] and all(type(u) is int for u in rec.user_ids)
+    first = rec.recommend([20], k=2)
+    assert all(type(i) is int for i in first.items[0])
+    rec.save(tmp_path / "model.pt")
+    again = LFPLRecommender.load(tmp_path / "model.pt")
+    assert again.recommend([20], k=2) == first
+
+
+def test_load_movielens_header_without_rows(tmp_path):
+    for name, header in (
+        ("ratings.csv", "userId,movieId,rating,timestamp"),
+        ("tiny.inter", "user_id:token\titem_id:token"),
+    ):
+        path = tmp_path / name
+        path.write_text(header)  # no line break after the header
+        with pytest.raises(ValueError, match="the file has no interactions"):
+            load_movielens(path)
+
+
+def test_load_movielens_min_rating_needs_a_rating_column(tmp_path):
+    path = tmp_path / "tiny.inter"
+    path.write_text("user_id:token\titem_id:token\n1\t2\n3\t4\n")
+    with pytest.raises(ValueError, match="min_rating=4 was given, but the file has no ratings"):
+        load_movielens(path, min_rating=4)
+    assert len(load_movielens(path)) == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"length": 2.5}, TypeError, "length must be an integer, got 2.5"),
+        ({"n_rankings": 5.0}, TypeError, "n_rankings must be an integer, got 5.0"),
+        ({"dim": True}, TypeError, "dim must be an integer, got True"),
+        ({"scale": math.nan}, ValueError, "scale must be positive and finite, got nan"),
+        ({"scale": math.inf}, ValueError, "scale must be positive and finite, got inf"),
+    ],
+)
+def test_sample_lfpl_names_the_bad_argument(kwargs, error, message):
+    args = {"n_rankings": 5, "length": 2, "n_rows": 3, "n_cols": 3, "dim": 2, **kwargs}
+    with pytest.raises(error, match=message):
+        sample_lfpl(**args)
