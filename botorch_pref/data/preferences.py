@@ -53,7 +53,7 @@ class PreferenceDataError(ValueError, InputDataError):
     """Invalid preference data: raised with a message naming the problem."""
 
 
-def as_index_tensor(values: Tensor, name: str) -> Tensor:
+def as_index_tensor(values: Tensor, name: str, what: str = "design indices") -> Tensor:
     """``values`` as a long tensor of design indices, or a :class:`PreferenceDataError`.
 
     Floating tensors must hold finite whole numbers; booleans and complex numbers are refused.
@@ -61,16 +61,25 @@ def as_index_tensor(values: Tensor, name: str) -> Tensor:
     Args:
         values: A tensor of indices.
         name: The argument's name, for the error message.
+        what: What the integers are, for the error message.
 
     Returns:
         The long tensor.
+
+    Raises:
+        PreferenceDataError: For fractional or non-finite values, booleans or complex numbers.
     """
     if values.is_floating_point():
         if not bool(torch.isfinite(values).all()) or not bool((values == values.round()).all()):
-            raise PreferenceDataError(f"{name} must hold integer design indices.")
+            raise PreferenceDataError(f"{name} must hold integer {what}.")
     elif values.dtype == torch.bool or values.is_complex():
         raise PreferenceDataError(f"{name} must be integers, got {values.dtype}.")
     return values.long()
+
+
+def _is_bool(value: object) -> bool:
+    """Whether ``value`` is a boolean (Python's, a NumPy or a torch one), not an index."""
+    return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
 
 
 def _index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
@@ -80,11 +89,14 @@ def _index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
                 raise PreferenceDataError(f"{name} must hold integer design indices.")
         values = values.reshape(-1).tolist()
     try:
+        values = list(values)
         out = [int(v) for v in values]
     except (TypeError, ValueError) as err:
         raise PreferenceDataError(f"{name} must be a sequence of integer design indices.") from err
+    if any(map(_is_bool, values)):
+        raise PreferenceDataError(f"{name} must hold integer design indices, not booleans.")
     if any(v != w for v, w in zip(out, values, strict=True)):
-        raise PreferenceDataError(f"{name} must hold integer design indices, got {list(values)}.")
+        raise PreferenceDataError(f"{name} must hold integer design indices, got {values}.")
     if any(v < 0 for v in out):
         raise PreferenceDataError(f"{name} must hold non-negative design indices, got {out}.")
     if len(set(out)) != len(out):
@@ -98,7 +110,7 @@ def _whole(value: object, name: str) -> int:
         out = int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError, RuntimeError) as err:
         raise PreferenceDataError(f"{name} must be an integer, got {value!r}.") from err
-    if isinstance(value, bool) or bool(out != value):
+    if _is_bool(value) or bool(out != value):
         raise PreferenceDataError(f"{name} must be an integer, got {value!r}.")
     return out
 
@@ -146,7 +158,7 @@ class PreferenceData:
             if options.shape[-1] != 2:
                 raise PreferenceDataError("kind is required when rows hold more than two options.")
             kind = torch.full(options.shape[:-1], int(ObservationKind.PAIR), device=options.device)
-        kind = torch.as_tensor(kind, device=options.device).long()
+        kind = as_index_tensor(torch.as_tensor(kind, device=options.device), "kind", "kinds")
         if kind.shape != options.shape[:-1]:
             raise PreferenceDataError(
                 f"kind must have shape {tuple(options.shape[:-1])}, got {tuple(kind.shape)}."
@@ -158,7 +170,8 @@ class PreferenceData:
                 torch.where(kind == ObservationKind.TIE, 0, 1),
             )
             n_stages = torch.where(padding, 0, n_stages)
-        n_stages = torch.as_tensor(n_stages, device=options.device).long()
+        n_stages = torch.as_tensor(n_stages, device=options.device)
+        n_stages = as_index_tensor(n_stages, "n_stages", "stage counts")
         if n_stages.shape != options.shape[:-1]:
             raise PreferenceDataError(
                 f"n_stages must have shape {tuple(options.shape[:-1])}, got "
@@ -457,13 +470,14 @@ class PreferenceData:
         """A copy with every design index increased by ``offset`` (padding stays ``-1``).
 
         Raises:
-            PreferenceDataError: When an index would become negative.
+            PreferenceDataError: When ``offset`` is fractional or an index would turn negative.
         """
+        offset = _whole(offset, "offset")
         real = self._options >= 0
-        if int(offset) < 0 and bool((real & (self._options + int(offset) < 0)).any()):
+        if offset < 0 and bool((real & (self._options + offset < 0)).any()):
             low = int(self._options[real].min())
             raise PreferenceDataError(f"shift({offset}) would make design index {low} negative.")
-        opts = torch.where(real, self._options + int(offset), self._options)
+        opts = torch.where(real, self._options + offset, self._options)
         return PreferenceData(opts, self._kind, self._n_stages)
 
     def expand(self, *batch_shape: int) -> PreferenceData:

@@ -195,6 +195,9 @@ class PairwiseLikelihood(Likelihood):
     def tie_threshold(self, value: float | Tensor) -> None:
         if not self.has_ties:
             raise AttributeError("This likelihood was built without a tie threshold.")
+        checked = torch.as_tensor(value)
+        if checked.is_complex() or not bool((torch.isfinite(checked) & (checked > 0)).all()):
+            raise ValueError(f"tie_threshold must be positive and finite, got {value}.")
         self._set_tie_threshold(value)
 
     def _set_tie_threshold(self, value: float | Tensor) -> None:
