@@ -65,7 +65,7 @@ def minimize_batched(
             objective values; it must be differentiable, and problem ``i``'s value may depend on
             row ``i`` only. Every call evaluates all ``N`` rows (rows of finished problems are
             held at their final values).
-        x0: ``N x P`` starting points.
+        x0: ``N x P`` finite starting points (``N, P >= 1``).
         bounds: Optional ``(lower, upper)`` bounds for every variable.
         maxiter: Maximum L-BFGS-B iterations per problem.
         pgtol: Projected-gradient stopping tolerance.
@@ -80,9 +80,15 @@ def minimize_batched(
         variables (its line search can, after trial points charged :math:`+\infty`), that
         problem gets the point of lowest finite value it evaluated (its start if none), with
         a ``RuntimeWarning``.
+
+    Raises:
+        ValueError: If ``x0`` is not a non-empty ``N x P`` tensor of finite values.
     """
-    if x0.dim() != 2:
-        raise ValueError(f"x0 must be N x P, got shape {tuple(x0.shape)}.")
+    if x0.dim() != 2 or x0.numel() == 0:
+        raise ValueError(f"x0 must be N x P with N, P >= 1, got shape {tuple(x0.shape)}.")
+    rows = (~torch.isfinite(x0)).any(-1)
+    if bool(rows.any()):
+        raise ValueError(f"x0 must be finite; rows {rows.nonzero().flatten().tolist()} are not.")
     if isolate:
         objective = isolating(objective, isolate)
     current = x0.detach().clone()
@@ -321,6 +327,29 @@ def _boltzmann_restarts(
     return idx
 
 
+def _check_acqf_args(acq_function: AcquisitionFunction, **counts: int) -> int:
+    """Check that every count is a positive integer and ``batch_size`` fits the model.
+
+    Returns:
+        The batch size as an int.
+
+    Raises:
+        ValueError: If a count is not a positive integer, or ``batch_size`` differs from the
+            (one-dimensional) batch shape of ``acq_function.model``.
+    """
+    for name, value in counts.items():
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    b = int(counts["batch_size"])
+    shape = getattr(getattr(acq_function, "model", None), "batch_shape", None)
+    if shape is not None and tuple(shape) != (b,):
+        raise ValueError(
+            f"batch_size {b} does not match the acquisition function's model, whose batch "
+            f"shape is {tuple(shape)}."
+        )
+    return b
+
+
 def optimize_acqf_batched(
     acq_function: AcquisitionFunction,
     batch_size: int,
@@ -360,8 +389,20 @@ def optimize_acqf_batched(
 
     Returns:
         ``(candidates, values)``: ``b x q x d`` and ``b``.
+
+    Raises:
+        ValueError: If a count is not a positive integer, ``batch_size`` differs from the batch
+            shape of ``acq_function``'s model, or ``seeds`` does not hold ``b`` seeds.
     """
-    b = int(batch_size)
+    b = _check_acqf_args(
+        acq_function,
+        batch_size=batch_size,
+        q=q,
+        dim=dim,
+        num_restarts=num_restarts,
+        raw_samples=raw_samples,
+        raw_batch_limit=raw_batch_limit,
+    )
     if len(seeds) != b:
         raise ValueError(f"need one seed per member: got {len(seeds)} seeds for {b} members.")
     device = torch.device(device) if device is not None else torch.device("cpu")

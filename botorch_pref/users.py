@@ -88,7 +88,13 @@ def error_probability(delta: Tensor, scale: float, noise: str = "gumbel") -> Ten
 
     Returns:
         A tensor of probabilities, shaped like ``delta``.
+
+    Raises:
+        TypeError: If ``delta`` is not a floating-point tensor.
     """
+    if not isinstance(delta, Tensor) or not delta.is_floating_point():
+        kind = delta.dtype if isinstance(delta, Tensor) else type(delta).__name__
+        raise TypeError(f"delta must be a floating-point tensor, got {kind}.")
     noise = _check_noise(noise)
     scale = _check_scale(scale)
     a = delta.abs()
@@ -308,6 +314,10 @@ def top_utilities(
 
     Returns:
         A float64 tensor of the :math:`k` largest utilities, in decreasing order.
+
+    Raises:
+        ValueError: For bad arguments, if the utility returns NaN, or if an infinite utility is
+            among the :math:`k` largest.
     """
     dim = _resolve_dim(utility, dim)
     if int(n_candidates) != n_candidates or n_candidates < 2:
@@ -327,8 +337,12 @@ def top_utilities(
             y = utility(X).reshape(-1).to(torch.float64)
             if y.shape[0] != m:
                 raise ValueError(f"The utility returned {y.shape[0]} values for {m} designs.")
+            if bool(y.isnan().any()):
+                raise ValueError(f"The utility returned NaN for {int(y.isnan().sum())} designs.")
             pool = torch.cat([best, y])
             best = pool.topk(min(k, pool.shape[0])).values
+    if not bool(best.isfinite().all()):
+        raise ValueError("The utility returned infinite values among the top designs.")
     return best
 
 
@@ -398,20 +412,24 @@ def calibrate_noise(
         seed: Seed or generator for the designs and the pairs.
         dim: The input dimension; defaults to ``utility.dim``.
         chunk_size: Designs evaluated per call of ``utility``.
-        rtol: Relative precision of the returned scale.
+        rtol: Relative precision of the returned scale, a finite number > 0 (below the
+            precision of doubles the bisection stops at that precision).
 
     Returns:
         The calibrated scale :math:`s > 0`.
 
     Raises:
-        ValueError: For bad arguments, or if the utility is constant on the top set (or so often
-            tied there that the target rate cannot be reached).
+        ValueError: For bad arguments, if the utility returns NaN (or infinite values on the top
+            set), or if it is constant on the top set (or so often tied there that the target
+            rate cannot be reached).
     """
     if not 0.0 < error_rate < 0.5:
         raise ValueError(f"error_rate must lie in (0, 0.5), got {error_rate!r}.")
     noise = _check_noise(noise)
     if int(n_pairs) != n_pairs or n_pairs < 1:
         raise ValueError(f"n_pairs must be a positive integer, got {n_pairs!r}.")
+    if not (math.isfinite(rtol) and rtol > 0):
+        raise ValueError(f"rtol must be a finite number > 0, got {rtol!r}.")
     g = _make_generator(seed)
     top = top_utilities(
         utility,
@@ -442,6 +460,8 @@ def _solve_scale(delta: Tensor, start: float, error_rate: float, noise: str, rto
     log_lo, log_hi = math.log(lo), math.log(hi)
     while log_hi - log_lo > rtol:
         mid = 0.5 * (log_lo + log_hi)
+        if mid in (log_lo, log_hi):  # adjacent doubles: rtol is below float precision
+            break
         if _mean_error(delta, math.exp(mid), noise) < error_rate:
             log_lo = mid
         else:

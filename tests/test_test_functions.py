@@ -316,3 +316,21 @@ def test_utility_name_is_an_argparse_type():
     assert parser.parse_args(["--problem", "hartmann3-in-10"]).problem == "hartmann3-in-10"
     with pytest.raises(argparse.ArgumentTypeError, match="Unknown utility 'nosuch'"):
         utility_name("nosuch")
+
+
+def test_bad_dimensions_are_value_errors() -> None:
+    import argparse
+
+    from botorch_pref.test_functions import utility_name
+
+    # A zero dimension in a name is an unknown utility for argparse, not a crash.
+    for name in ("ackley0", "levy0", "alpine1-0"):
+        with pytest.raises(ValueError, match="dim"):
+            get_utility(name)
+        with pytest.raises(argparse.ArgumentTypeError, match="dim"):
+            utility_name(name)
+    for cls in (Ackley, Levy, Alpine1):
+        for dim in (0, -2, 2.5):
+            with pytest.raises(ValueError, match="dim must be a positive integer"):
+                cls(dim)
+    assert Ackley(2.0).dim == 2 and Alpine1(1).dim == 1

@@ -299,3 +299,52 @@ def test_bad_inputs_raise() -> None:
         calibrate_noise(f, n_pairs=0, n_candidates=1000)
     with pytest.raises(ValueError, match="scale"):
         error_probability(torch.zeros(2), -1.0)
+
+
+def test_error_probability_needs_a_floating_delta() -> None:
+    # An integer tie must not be rounded from 1/2 to 0 by the result's dtype.
+    with pytest.raises(TypeError, match="delta"):
+        error_probability(torch.tensor([0, 1]), 0.0)
+    with pytest.raises(TypeError, match="delta"):
+        error_probability(0.5, 0.1)  # type: ignore[arg-type]
+    assert error_probability(torch.tensor([0.0, 1.0]), 0.0).tolist() == [0.5, 0.0]
+
+
+def test_calibration_rtol_is_checked_and_bisection_stops_at_float_precision() -> None:
+    f = Linear([1.0])
+    kw = {"n_candidates": 2000, "n_pairs": 200, "seed": 0}
+    for rtol in (0.0, -1e-3, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="rtol"):
+            calibrate_noise(f, rtol=rtol, **kw)
+    # Below the spacing of doubles the bisection cannot shrink its bracket: it must still stop.
+    fine = calibrate_noise(f, rtol=1e-30, **kw)
+    assert fine == pytest.approx(calibrate_noise(f, **kw), rel=1e-9)
+
+
+def test_non_finite_utilities_are_rejected() -> None:
+    # One NaN design among thousands used to shift the calibrated scale silently.
+    def nan_at_top(X: torch.Tensor) -> torch.Tensor:
+        y = X[..., 0].clone()
+        y[X[..., 0] > 0.999] = float("nan")
+        return y
+
+    def inf_at_top(X: torch.Tensor) -> torch.Tensor:
+        y = X[..., 0].clone()
+        y[X[..., 0] > 0.999] = float("inf")
+        return y
+
+    with pytest.raises(ValueError, match="NaN"):
+        calibrate_noise(nan_at_top, dim=1, n_candidates=10**4, n_pairs=1000)
+    with pytest.raises(ValueError, match="NaN"):
+        top_utilities(nan_at_top, dim=1, n_candidates=10**4)
+    with pytest.raises(ValueError, match="infinite"):
+        calibrate_noise(inf_at_top, dim=1, n_candidates=10**4, n_pairs=1000)
+
+    # -inf outside the kept top set is harmless (an infeasible design, say).
+    def neg_inf_low(X: torch.Tensor) -> torch.Tensor:
+        y = X[..., 0].clone()
+        y[X[..., 0] < 0.5] = -float("inf")
+        return y
+
+    top = top_utilities(neg_inf_low, dim=1, n_candidates=10**4)
+    assert bool(torch.isfinite(top).all()) and top.shape == (100,)

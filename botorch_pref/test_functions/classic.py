@@ -18,6 +18,17 @@ from botorch_pref.test_functions.base import BoxUtility, _BoTorchUtility, _defau
 __all__ = ["Ackley", "Alpine1", "Branin", "Hartmann", "Levy"]
 
 
+def _check_dim(dim: int) -> int:
+    r"""``dim`` as an int, checked before it reaches BoTorch (whose errors for 0 are obscure).
+
+    Raises:
+        ValueError: If ``dim`` is not a positive integer.
+    """
+    if int(dim) != dim or dim < 1:
+        raise ValueError(f"dim must be a positive integer, got {dim!r}.")
+    return int(dim)
+
+
 class Branin(_BoTorchUtility):
     r"""Negated Branin on :math:`[-5, 10] \times [0, 15]`, through the unit cube.
 
@@ -125,7 +136,11 @@ class Ackley(_BoTorchUtility):
         r"""
         Args:
             dim: The input dimension (default 6, as in the qEUBO paper).
+
+        Raises:
+            ValueError: If ``dim`` is not a positive integer.
         """
+        dim = _check_dim(dim)
         problem = _BoTorchAckley(dim=dim, negate=True, bounds=[(-2.0, 2.0)] * dim)
         super().__init__(problem, 0.0, [(0.0,) * dim], name=f"ackley{dim}")
 
@@ -144,7 +159,11 @@ class Levy(_BoTorchUtility):
         r"""
         Args:
             dim: The input dimension (default 2).
+
+        Raises:
+            ValueError: If ``dim`` is not a positive integer.
         """
+        dim = _check_dim(dim)
         problem = _BoTorchLevy(dim=dim, negate=True)
         super().__init__(problem, 0.0, [(1.0,) * dim], name=f"levy{dim}")
 
@@ -164,7 +183,11 @@ class Alpine1(BoxUtility):
         r"""
         Args:
             dim: The input dimension (default 7, as in the qEUBO paper).
+
+        Raises:
+            ValueError: If ``dim`` is not a positive integer.
         """
+        dim = _check_dim(dim)
         super().__init__([(-10.0, 10.0)] * dim, 0.0, [(0.0,) * dim], name=f"alpine1-{dim}")
 
     def _evaluate_domain(self, Z: Tensor) -> Tensor:

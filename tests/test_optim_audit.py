@@ -1,0 +1,66 @@
+"""Argument checks of the batched optimisers in botorch_pref.optim."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from botorch_pref import PairwiseLaplaceGP
+from botorch_pref.acquisition import make_eubo
+from botorch_pref.models.pairwise import make_covar_module
+from botorch_pref.optim import minimize_batched, optimize_acqf_batched
+
+DT = torch.float64
+
+
+def _quadratic(x: torch.Tensor) -> torch.Tensor:
+    return ((x - 0.3) ** 2).sum(-1)
+
+
+def test_minimize_batched_rejects_non_finite_or_empty_starts() -> None:
+    # A NaN start used to come back as NaN variables, against the "always finite" promise.
+    x0 = torch.full((3, 2), 0.5, dtype=DT)
+    x0[1, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"x0 must be finite.*\[1\]"):
+        minimize_batched(_quadratic, x0, (0.0, 1.0))
+    x0[1, 0] = float("inf")
+    with pytest.raises(ValueError, match="x0 must be finite"):
+        minimize_batched(_quadratic, x0, (0.0, 1.0))
+    with pytest.raises(ValueError, match="x0 must be N x P"):
+        minimize_batched(_quadratic, torch.empty(0, 2, dtype=DT), (0.0, 1.0))
+    x, _ = minimize_batched(_quadratic, torch.full((2, 2), 0.9, dtype=DT), (0.0, 1.0))
+    torch.testing.assert_close(x, torch.full((2, 2), 0.3, dtype=DT), atol=1e-6, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def eubo_of_two_members():
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(2, 8, 2, generator=g, dtype=DT)
+    C = torch.tensor([[0, 1], [2, 3], [4, 5], [6, 7], [1, 2]]).expand(2, -1, -1)
+    kernel = make_covar_module(2, batch_shape=torch.Size([2]))
+    return make_eubo(PairwiseLaplaceGP(X, C, covar_module=kernel))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"num_restarts": 0}, "num_restarts"),
+        ({"raw_samples": 0}, "raw_samples"),
+        ({"raw_batch_limit": 0}, "raw_batch_limit"),
+        ({"q": 0}, "q must be"),
+        ({"dim": 1.5}, "dim must be"),
+        ({"batch_size": 1, "seeds": [0]}, r"batch_size .*\(2,\)"),
+        ({"batch_size": 3, "seeds": [0, 1, 2]}, r"batch_size .*\(2,\)"),
+    ],
+)
+def test_optimize_acqf_batched_names_the_bad_argument(
+    eubo_of_two_members, changes: dict, message: str
+) -> None:
+    kwargs = {"num_restarts": 2, "raw_samples": 8, "seeds": [0, 1]}
+    args = {"batch_size": 2, "q": 2, "dim": 2}
+    for key in list(changes):
+        (args if key in args else kwargs)[key] = changes[key]
+    with pytest.raises(ValueError, match=message):
+        optimize_acqf_batched(
+            eubo_of_two_members, args["batch_size"], args["q"], args["dim"], **kwargs
+        )
