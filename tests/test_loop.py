@@ -283,7 +283,7 @@ def _with_nan(X: torch.Tensor) -> torch.Tensor:
         (lambda o, X: o.tell(X, -1), "winner must lie"),
         (lambda o, X: o.tell(X, True), "integer"),
         (lambda o, X: o.tell(X, 0.5), "integer"),
-        (lambda o, X: o.tell(X), "answer"),
+        (lambda o, X: o.tell(X), r"answer \(winner=\.\.\. or ranking=\.\.\.\)"),  # tell has no skip
         (lambda o, X: o.tell(X, ranking=[0, 0]), "permutation"),
         (lambda o, X: o.tell(X, ranking=[1]), "permutation"),
         (lambda o, X: o.tell(X, 0, ranking=[1, 0]), "disagrees"),
@@ -300,6 +300,19 @@ def test_bad_input_raises_and_leaves_state_unchanged(asked, call, message):
     with pytest.raises(ValueError, match=message):
         call(opt, X)
     _assert_same_state(before, _state(opt))
+
+
+def test_unit_maps_and_predict_name_designs_of_another_dimension():
+    opt = PreferenceOptimizer(BOUNDS, strategy="random", n_initial=1, seed=8)
+    _run(opt, 1)
+    wrong = torch.rand(4, BOUNDS.shape[1] + 1, dtype=DT)
+    for call in (opt.to_unit, opt.from_unit, opt.predict):
+        with pytest.raises(
+            ValueError, match=rf"X must have shape .*x {BOUNDS.shape[1]}, got \(4, "
+        ):
+            call(wrong)
+    X = opt.ask()
+    torch.testing.assert_close(opt.from_unit(opt.to_unit(X)), X)
 
 
 def test_still_usable_after_bad_input():

@@ -100,6 +100,7 @@ def validate_answer(
     tie: bool = False,
     skip: bool = False,
     ties: bool = True,
+    skips: bool = True,
 ) -> Answer:
     """Check an answer about ``q`` options.
 
@@ -113,6 +114,8 @@ def validate_answer(
         tie: No preference between the two options of a pair.
         skip: The question was skipped.
         ties: Whether "no preference" is an accepted answer here.
+        skips: Whether the caller takes skips (only the message about a missing answer uses
+            it: it names the kinds of answer the caller accepts).
 
     Returns:
         The :class:`Answer`.
@@ -125,8 +128,9 @@ def validate_answer(
         raise InvalidAnswerError("A 'no preference' answer (tie=True) takes no winner or ranking.")
     kinds = [winner is not None or ranking is not None, bool(tie), bool(skip)]
     if sum(kinds) != 1:
+        accepted = ["winner=...", "ranking=..."] + ["tie=True"] * ties + ["skip=True"] * skips
         raise InvalidAnswerError(
-            "Give exactly one answer: winner=..., ranking=..., tie=True or skip=True."
+            f"Give exactly one answer ({', '.join(accepted[:-1])} or {accepted[-1]})."
         )
     if skip:
         return Answer("skip")

@@ -24,9 +24,9 @@ member and the sequential back end (the settings and their defaults are
   the same datapoint.
 * All randomness (initial and random queries, ``optimize_acqf``'s raw samples, qEUBO's base
   samples, fit restarts) is drawn from seeds derived from ``(seed, query number)``, so the same
-  seed and the same answers give the same run (with the same intra-op thread count: torch's
-  reductions round differently with another), and the state after
-  :meth:`PreferenceOptimizer.replay` of a history is the state of the run that produced it.
+  seed and the same answers give the same run (on as many intra-op threads: torch's reductions
+  round differently on another), and the state after :meth:`PreferenceOptimizer.replay` of a
+  history is the state of the run that produced it.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from botorch_pref.loop.records import (
     Recommendation,
     as_record,
     check_bounds,
+    check_designs,
     check_query,
     same_record,
 )
@@ -239,8 +240,7 @@ class PreferenceOptimizer:
         """The ``m x 2`` (winner, loser) rows indexing :attr:`datapoints`.
 
         Raises:
-            ValueError: If the answers hold choices, rankings or ties (see
-                :attr:`preference_data`).
+            ValueError: If the answers hold choices, rankings or ties (see preference_data).
         """
         data = self._state.record.member_data(0)
         if not data.is_pairwise:
@@ -286,12 +286,12 @@ class PreferenceOptimizer:
         return Hyperparameters.of(self.model, self._state.fitted_at)
 
     def to_unit(self, X: Tensor) -> Tensor:
-        """Map designs from user units to the unit cube."""
-        return normalize(X.to(**self.config.tkwargs), self._state.bounds)
+        """Map ``... x d`` designs from user units to the unit cube."""
+        return normalize(check_designs(X, self._state.bounds), self._state.bounds)
 
     def from_unit(self, X: Tensor) -> Tensor:
-        """Map designs from the unit cube to user units."""
-        return self._state.from_unit(X)
+        """Map ``... x d`` designs from the unit cube to user units."""
+        return self._state.from_unit(check_designs(X, self._state.bounds))
 
     # ---------------------------------------------------------------- ask/tell
     def ask(self) -> Tensor:
@@ -396,7 +396,7 @@ class PreferenceOptimizer:
         update_models: bool = True,
     ) -> None:
         """Validate the answer, then record it (the state changes only if all succeeds)."""
-        answer = validate_answer(X.shape[0], winner, ranking, tie=tie, ties=self.ties)
+        answer = validate_answer(X.shape[0], winner, ranking, tie=tie, ties=self.ties, skips=False)
         self._state.record_answers([X], [answer], refit=refit, update_models=update_models)
         self._pending = None
 
@@ -412,10 +412,10 @@ class PreferenceOptimizer:
         """
         if self.model is None:
             raise ValueError("No answers yet: nothing to predict from.")
-        X = torch.as_tensor(X).to(**self.config.tkwargs)
-        if X.dim() != 2 or X.shape[-1] != self.dim:
+        X = check_designs(X, self._state.bounds)
+        if X.dim() != 2:
             raise ValueError(f"X must have shape n x {self.dim}, got {tuple(X.shape)}.")
-        return self._state.moments(0, self.to_unit(X))
+        return self._state.moments(0, normalize(X, self._state.bounds))
 
     def best(self, among: str = "compared") -> Recommendation:
         """The recommended design: the highest posterior mean among the compared designs.

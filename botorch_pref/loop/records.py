@@ -38,6 +38,7 @@ __all__ = [
     "Recommendation",
     "as_record",
     "check_bounds",
+    "check_designs",
     "check_query",
     "member_data",
     "same_record",
@@ -283,6 +284,18 @@ def check_bounds(bounds: Tensor | Sequence[Sequence[float]], tkwargs: dict[str, 
     if not bool((b[1] > b[0]).all()):
         raise ValueError("bounds must satisfy lower < upper in every dimension.")
     return b
+
+
+def check_designs(X: Tensor | Sequence[Sequence[float]], bounds: Tensor) -> Tensor:
+    """``X`` as a ``... x d`` tensor of the bounds' dtype and device, else a ``ValueError``."""
+    try:
+        X = torch.as_tensor(X).to(bounds)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ValueError(f"X must be an array of numbers: {err}") from None
+    d = bounds.shape[-1]
+    if X.dim() < 1 or X.shape[-1] != d:
+        raise ValueError(f"X must have shape ... x {d}, got {tuple(X.shape)}.")
+    return X
 
 
 def check_query(query: Tensor | Sequence[Sequence[float]], bounds: Tensor) -> Tensor:
