@@ -9,7 +9,15 @@ import pytest
 import torch
 
 from botorch_pref.data import load_movielens
-from botorch_pref.lfpl import ImplicitFeedback, gumbel_rankings, plackett_luce_nll, sample_lfpl
+from botorch_pref.lfpl import (
+    LFPL,
+    DyadRankings,
+    ImplicitFeedback,
+    gumbel_rankings,
+    leave_one_out,
+    plackett_luce_nll,
+    sample_lfpl,
+)
 from botorch_pref.lfpl.recommender import LFPLRecommender
 
 
@@ -119,3 +127,114 @@ def test_sample_lfpl_names_the_bad_argument(kwargs, error, message):
     args = {"n_rankings": 5, "length": 2, "n_rows": 3, "n_cols": 3, "dim": 2, **kwargs}
     with pytest.raises(error, match=message):
         sample_lfpl(**args)
+
+
+# ---------------------------------------------------------------- ids, sizes and counts
+@pytest.fixture
+def factors():
+    U = torch.tensor([[1.0, 0.0], [0.5, -1.0], [0.0, 2.0]], dtype=torch.float64)
+    V = torch.tensor([[1.0, 1.0], [-1.0, 0.5], [2.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    return U, V
+
+
+@pytest.mark.parametrize("rows", [torch.tensor(1), torch.tensor([[0, 1]])])
+def test_score_items_needs_one_dimensional_rows(factors, rows):
+    model = LFPL.from_factors(*factors)
+    with pytest.raises(ValueError, match=r"rows must be a 1-d tensor of row ids, got shape \("):
+        model.score_items(rows)
+
+
+def test_score_items_values_for_one_dimensional_rows(factors):
+    U, V = factors
+    scores = LFPL.from_factors(U, V).score_items(torch.tensor([2, 0]))
+    want = [[sum(a * b for a, b in zip(U[r].tolist(), v, strict=True)) for v in V.tolist()]
+            for r in (2, 0)]  # fmt: skip
+    assert scores.shape == (2, 4) and scores.tolist() == want
+
+
+def test_rank_orders_tied_scores_by_position(factors):
+    U, V = factors
+    # Columns 3 (all zeros) give tied scores 0; the other scores differ.
+    n = 40
+    cols = torch.tensor([3 if k % 3 else k % 4 for k in range(n)])
+    rows = torch.tensor([k % 3 for k in range(n)])
+    model = LFPL.from_factors(U, V)
+    scores = [float(U[r] @ V[c]) for r, c in zip(rows.tolist(), cols.tolist(), strict=True)]
+    want = sorted(range(n), key=lambda k: -scores[k])  # Python's sort is stable
+    assert model.rank(rows, cols).tolist() == want
+    batched = model.rank(rows.expand(2, n), cols.expand(2, n))
+    assert batched.tolist() == [want, want]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_rows": 2.7}, "n_rows must be an integer, got 2.7"),
+        ({"n_rows": True}, "n_rows must be an integer, got True"),
+        ({"n_cols": 3.0}, "n_cols must be an integer, got 3.0"),
+    ],
+)
+def test_dyad_rankings_refuse_non_integer_sizes(kwargs, message):
+    rows, cols = torch.tensor([[0, 1]]), torch.tensor([[0, 0]])
+    with pytest.raises(TypeError, match=message):
+        DyadRankings(rows, cols, **kwargs)
+    sized = DyadRankings(rows, cols, n_rows=np.int64(4), n_cols=2)
+    assert (sized.n_rows, sized.n_cols) == (4, 2) and type(sized.n_rows) is int
+
+
+def _pairs_feedback():
+    return ImplicitFeedback(torch.tensor([[0, 0], [0, 1], [1, 2], [1, 3], [2, 0]]), 3, 4)
+
+
+@pytest.mark.parametrize(
+    ("users", "error", "message"),
+    [
+        (torch.tensor([1, 5]), ValueError, r"user id\(s\) \[5\] out of range \[0, 3\)"),
+        (torch.tensor([-1, 0]), ValueError, r"user id\(s\) \[-1\] out of range \[0, 3\)"),
+        (torch.tensor([1.0]), ValueError, "users must be integers, got dtype torch.float32"),
+        (torch.tensor([1.5]), ValueError, "users must be integers, got 1.5"),
+        (torch.tensor([True]), TypeError, "users must be integer ids, got dtype torch.bool"),
+        (torch.tensor(1), ValueError, r"users must be a 1-d tensor of user ids, got shape \(\)"),
+        (torch.zeros(2, 2, dtype=torch.long), ValueError, r"1-d tensor .* shape \(2, 2\)"),
+    ],
+)
+@pytest.mark.parametrize("method", ["sample_negatives", "exclusion_mask"])
+def test_feedback_methods_check_user_ids(method, users, error, message):
+    with pytest.raises(error, match=message):
+        getattr(_pairs_feedback(), method)(users)
+
+
+def test_feedback_methods_take_lists_of_user_ids():
+    data, gen = _pairs_feedback(), torch.Generator().manual_seed(0)
+    draws = data.sample_negatives([1] * 200, gen)
+    assert set(draws.tolist()) == {0, 1}
+    mask = data.exclusion_mask([1, 0])
+    assert mask.tolist() == [[False, False, True, True], [True, True, False, False]]
+
+
+@pytest.mark.parametrize("size", [2.0, True, "2"])
+def test_batches_refuses_a_non_integer_batch_size(size):
+    with pytest.raises(TypeError, match=f"batch_size must be an integer, got {size!r}"):
+        _pairs_feedback().batches(size)
+    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
+        _pairs_feedback().batches(0)
+    assert [len(u) for u, _, _ in _pairs_feedback().batches(np.int64(2))] == [2, 2, 1]
+
+
+@pytest.mark.parametrize("n_folds", [2.0, True, "2"])
+def test_kfold_refuses_a_non_integer_number_of_folds(n_folds):
+    r = DyadRankings.from_lists([[(0, 1), (1, 0)], [(1, 1), (0, 0)], [(2, 0), (0, 1)]])
+    with pytest.raises(TypeError, match=f"n_folds must be an integer, got {n_folds!r}"):
+        r.kfold(n_folds)
+    with pytest.raises(ValueError, match=r"n_folds must lie in \[2, 3\]"):
+        r.kfold(1)
+    assert [len(test) for _, test in r.kfold(np.int64(3))] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("minimum", [2.5, 2.0, True])
+def test_leave_one_out_refuses_a_non_integer_minimum(minimum):
+    with pytest.raises(TypeError, match=f"min_interactions must be an integer, got {minimum!r}"):
+        leave_one_out(_pairs_feedback(), min_interactions=minimum)
+    with pytest.raises(ValueError, match="min_interactions must be at least 2, got 1"):
+        leave_one_out(_pairs_feedback(), min_interactions=1)
+    assert leave_one_out(_pairs_feedback(), min_interactions=3).users.numel() == 0

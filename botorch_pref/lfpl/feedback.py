@@ -11,6 +11,7 @@ device of the data); the last collisions are drawn exactly from the user's unobs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -173,8 +174,46 @@ class ImplicitFeedback(TensorRecords):
         pos = torch.searchsorted(self.keys, query).clamp_max(len(self) - 1)
         return self.keys.index_select(0, pos.reshape(-1)).view(query.shape) == query
 
-    def exclusion_mask(self, users: Tensor) -> Tensor:
-        """``(len(users), n_items)`` boolean mask of each user's observed items."""
+    def _user_ids(self, users: Tensor | Sequence[int]) -> Tensor:
+        """``users`` as a 1-d long tensor on the device of the data.
+
+        Args:
+            users: User ids (a tensor or a sequence of integers).
+
+        Returns:
+            ``(B,)`` long tensor.
+
+        Raises:
+            TypeError: If the ids are boolean, complex or not numbers.
+            ValueError: If they are fractional or floating, not 1-d, or out of range.
+        """
+        users = _as_id_tensor(users, "users")
+        if users.dim() != 1:
+            raise ValueError(
+                f"users must be a 1-d tensor of user ids, got shape {tuple(users.shape)}."
+            )
+        users = users.to(self.device).long()
+        if users.numel() > 0:
+            low, high = torch.aminmax(users)
+            if bool((low < 0) | (high >= self.n_users)):
+                bad = users[(users < 0) | (users >= self.n_users)].unique()[:5].tolist()
+                raise ValueError(f"user id(s) {bad} out of range [0, {self.n_users}).")
+        return users
+
+    def exclusion_mask(self, users: Tensor | Sequence[int]) -> Tensor:
+        """``(len(users), n_items)`` boolean mask of each user's observed items.
+
+        Args:
+            users: ``(B,)`` user ids.
+
+        Returns:
+            ``(B, n_items)`` mask, ``True`` where the user interacted with the item.
+
+        Raises:
+            TypeError: If the ids are boolean, complex or not numbers.
+            ValueError: If they are fractional or floating, not 1-d, or out of range.
+        """
+        users = self._user_ids(users)
         counts = self.indptr[users + 1] - self.indptr[users]
         local = torch.repeat_interleave(torch.arange(users.shape[0], device=self.device), counts)
         starts = torch.repeat_interleave(self.indptr[users], counts)
@@ -186,7 +225,10 @@ class ImplicitFeedback(TensorRecords):
 
     # ------------------------------------------------------------------ sampling
     def sample_negatives(
-        self, users: Tensor, generator: torch.Generator | None = None, max_rounds: int = 4
+        self,
+        users: Tensor | Sequence[int],
+        generator: torch.Generator | None = None,
+        max_rounds: int = 4,
     ) -> Tensor:
         r"""Draw, for each user, an item uniformly among the items the user did not interact with.
 
@@ -203,8 +245,13 @@ class ImplicitFeedback(TensorRecords):
 
         Returns:
             ``(B,)`` item ids, none of them observed for its user.
+
+        Raises:
+            TypeError: If the user ids are boolean, complex or not numbers.
+            ValueError: If they are fractional or floating, not 1-d, or out of range, or a
+                user has interacted with every item.
         """
-        users = users.to(self.device)
+        users = self._user_ids(users)
         if self._saturated_user is not None:
             full = self.user_counts()[users] >= self.n_items
             if bool(full.any()):
@@ -260,9 +307,13 @@ class ImplicitFeedback(TensorRecords):
 
         Returns:
             A list of ``(users, positive items, negative items)`` triples of ``(B,)`` tensors.
+
+        Raises:
+            TypeError: If ``batch_size`` is not an integer.
+            ValueError: If ``batch_size`` is below 1, or a user has interacted with every item.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
+        _check_int("batch_size", batch_size, 1)
+        batch_size = int(batch_size)
         order = torch.randperm(len(self), device=self.device, generator=generator)
         users, positives = self.users[order], self.items[order]
         negatives = self.sample_negatives(users, generator)
@@ -306,13 +357,17 @@ def leave_one_out(
 
     Returns:
         A :class:`LeaveOneOutSplit`.
+
+    Raises:
+        TypeError: If ``min_interactions`` is not an integer.
+        ValueError: If ``by`` is unknown, ``by="latest"`` lacks timestamps, or
+            ``min_interactions`` is below 2.
     """
     if by not in ("random", "latest"):
         raise ValueError(f"by must be 'random' or 'latest', got {by!r}.")
     if by == "latest" and data.timestamps is None:
         raise ValueError("by='latest' needs interactions with timestamps.")
-    if min_interactions < 2:
-        raise ValueError(f"min_interactions must be at least 2, got {min_interactions}.")
+    _check_int("min_interactions", min_interactions, 2)
     generator = torch.Generator().manual_seed(seed)
     noise = torch.rand(len(data), generator=generator, dtype=torch.float64).to(data.device)
     # Order by (user, key): the held-out one is the last of each user's group.

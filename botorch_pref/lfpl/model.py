@@ -174,9 +174,11 @@ class LFPL(nn.Module):
             check_seen: Refuse ids the model was not trained on.
 
         Returns:
-            ``(..., n)`` positions into the last dimension, the best dyad first.
+            ``(..., n)`` positions into the last dimension, the best dyad first; dyads of
+            equal score keep their input order (the earlier position first).
         """
-        return torch.argsort(self.score(rows, cols, check_seen), dim=-1, descending=True)
+        scores = self.score(rows, cols, check_seen)
+        return torch.argsort(scores, dim=-1, descending=True, stable=True)
 
     @torch.no_grad()
     def score_items(self, rows: Tensor) -> Tensor:
@@ -189,8 +191,16 @@ class LFPL(nn.Module):
 
         Returns:
             ``(b, n_cols)`` scores, detached from autograd.
+
+        Raises:
+            ValueError: If ``rows`` is not 1-d, holds non-integer ids, or ids out of range or
+                not seen in training.
         """
         rows = self._check_ids(rows, "row", self.n_rows, self.seen_rows)
+        if rows.dim() != 1:
+            raise ValueError(
+                f"rows must be a 1-d tensor of row ids, got shape {tuple(rows.shape)}."
+            )
         return self.U[rows] @ self.V.T
 
     def nll(self, rankings: DyadRankings, reduction: str = "sum") -> Tensor:

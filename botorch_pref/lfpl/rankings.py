@@ -70,7 +70,15 @@ class DyadRankings(TensorRecords):
             n_rows: Number of row entities; defaults to one more than the largest row id.
             n_cols: Number of column entities; defaults to one more than the largest column id.
             validate: Check ids, lengths and duplicates (see :meth:`validate`).
+
+        Raises:
+            TypeError: If ``n_rows`` or ``n_cols`` is given but not an integer.
+            ValueError: If the tensors have the wrong shape or dtype, or (with ``validate``)
+                the rankings fail :meth:`validate`.
         """
+        for name, size in (("n_rows", n_rows), ("n_cols", n_cols)):
+            if size is not None:
+                _check_int(name, size, minimum=None)  # validate() checks the range
         rows = torch.as_tensor(rows)
         cols = torch.as_tensor(cols, device=rows.device)
         if rows.dim() != 2 or rows.shape != cols.shape:
@@ -264,7 +272,13 @@ class DyadRankings(TensorRecords):
 
         Returns:
             A list of ``(train, test)`` pairs; fold sizes differ by at most one.
+
+        Raises:
+            TypeError: If ``n_folds`` is not an integer.
+            ValueError: If ``n_folds`` lies outside ``[2, len(self)]``.
         """
+        _check_int("n_folds", n_folds, minimum=None)
+        n_folds = int(n_folds)
         if not 2 <= n_folds <= len(self):
             raise ValueError(
                 f"n_folds must lie in [2, {len(self)}] (the number of rankings), got {n_folds}."
@@ -314,6 +328,24 @@ def holds_integers(values: Tensor) -> bool:
     """Whether a tensor's dtype holds integers (not floating, complex or boolean): ids,
     lengths and counts must."""
     return not (values.is_floating_point() or values.is_complex() or values.dtype == torch.bool)
+
+
+def _check_int(name: str, value: object, minimum: int | None) -> None:
+    """Raise unless ``value`` is an integer (not a bool) of at least ``minimum`` (if given).
+
+    Args:
+        name: The argument's name, for the message.
+        value: The value to check.
+        minimum: The smallest allowed value, or ``None`` for no lower bound.
+
+    Raises:
+        TypeError: If ``value`` is a bool or not an integer.
+        ValueError: If ``value`` is below ``minimum``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}.")
+    if minimum is not None and int(value) < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value!r}.")
 
 
 def _infer_size(ids: Tensor, valid: Tensor) -> int:

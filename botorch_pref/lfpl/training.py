@@ -44,7 +44,7 @@ from torch import Tensor
 
 from botorch_pref.lfpl.model import LFPL
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
-from botorch_pref.lfpl.rankings import DyadRankings
+from botorch_pref.lfpl.rankings import DyadRankings, _check_int
 from botorch_pref.lfpl.runtime import lfpl_threads
 
 __all__ = ["FitResult", "fit_lfpl", "inverse_occurrence_weights", "lfpl_batch_objective"]
@@ -250,14 +250,6 @@ def lfpl_batch_objective(
 
 
 # ---------------------------------------------------------------------------- shared machinery
-def _check_int(name: str, value: object, minimum: int | None) -> None:
-    """Raise unless ``value`` is an integer (not a bool) of at least ``minimum`` (if given)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}.")
-    if minimum is not None and int(value) < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value!r}.")
-
-
 def _check_number(name: str, value: object, positive: bool) -> None:
     """Raise unless ``value`` is a finite real number, positive or non-negative."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
