@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from botorch_pref.data import load_movielens
+from botorch_pref.data import Interactions, load_movielens
 from botorch_pref.lfpl import (
     LFPL,
     DyadRankings,
@@ -238,3 +238,13 @@ def test_leave_one_out_refuses_a_non_integer_minimum(minimum):
     with pytest.raises(ValueError, match="min_interactions must be at least 2, got 1"):
         leave_one_out(_pairs_feedback(), min_interactions=1)
     assert leave_one_out(_pairs_feedback(), min_interactions=3).users.numel() == 0
+
+
+def test_interactions_from_ids_refuses_a_bare_string():
+    """A string is one id, not a sequence of them (it used to be split into characters)."""
+    with pytest.raises(TypeError, match="users must be a sequence of ids, not the single id 'abc'"):
+        Interactions.from_ids("abc", "xyz")
+    with pytest.raises(TypeError, match="items must be a sequence of ids"):
+        Interactions.from_ids(["a", "b"], b"xy")
+    inter = Interactions.from_ids(["abc", "abc"], ["x", "y"])
+    assert inter.user_ids == ["abc"] and inter.item_ids == ["x", "y"]

@@ -80,7 +80,16 @@ class Interactions:
 
         Returns:
             The :class:`Interactions` (no ratings, no timestamps).
+
+        Raises:
+            TypeError: If ``users`` or ``items`` is a bare string or bytes (one id, not a
+                sequence of ids), or holds a float, a bool, another type or a mix of integers
+                and strings.
+            ValueError: For sequences of different lengths, no interactions, or a blank id.
         """
+        for name, ids in (("users", users), ("items", items)):
+            if isinstance(ids, (str, bytes)):
+                raise TypeError(f"{name} must be a sequence of ids, not the single id {ids!r}.")
         users, items = list(users), list(items)
         if len(users) != len(items):
             raise ValueError(f"got {len(users)} user ids and {len(items)} item ids.")
