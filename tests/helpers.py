@@ -1,6 +1,8 @@
-"""Small data generators shared by the tests."""
+"""Small data generators and readers shared by the tests."""
 
 from __future__ import annotations
+
+import sqlite3
 
 import torch
 
@@ -56,3 +58,14 @@ def optimizer_run(problem: str, seed: int, steps: int, scale: float = 0.1, **set
         winners.append(w)
         best.append(opt.best().x)
     return opt, torch.stack(queries), torch.tensor(winners), torch.stack(best)
+
+
+def snapshot(path) -> tuple:
+    """Everything stored, read with plain SQL."""
+    con = sqlite3.connect(path)
+    out = tuple(
+        tuple(con.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall())
+        for t in ("sessions", "queries", "designs", "answers", "retractions")
+    )
+    con.close()
+    return out

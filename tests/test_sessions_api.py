@@ -28,23 +28,14 @@ from botorch_pref.sessions import (
 )
 from botorch_pref.sessions.export import EXPORT_FORMAT
 
+from .helpers import snapshot
+
 PARAMS = [("x", 0.0, 1.0), ("y", -2.0, 3.0)]
 FAST = {"strategy": "random", "seed": 3, "refit_all_until": 0, "refit_every": 10**6}
 
 
 def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def snapshot(path) -> tuple:
-    """Everything stored, read with plain SQL."""
-    con = sqlite3.connect(path)
-    out = tuple(
-        tuple(con.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall())
-        for t in ("sessions", "queries", "designs", "answers", "retractions")
-    )
-    con.close()
-    return out
 
 
 def prefer_low_x(query) -> int:
@@ -578,3 +569,91 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
             lookahead = {"chosen": 2, "older": 0}.get(name, DEFAULT_LOOKAHEAD_EVERY)
             assert s.settings["lookahead_every"] == lookahead
             assert len(s.ask().options) == 2
+
+
+# ------------------------------------------------ imports of every export form; flags and settings
+def stored(s: Session) -> list[tuple]:
+    """The standing answers with their options, as an import reproduces them."""
+    return [
+        (h.query.options, h.answer.kind, h.answer.winner, h.answer.ranking, h.answer.answered_at)
+        for h in s.history(include_retracted=False)
+    ]
+
+
+def test_the_dict_export_of_a_session_imports_like_its_file(db, session):
+    query = session.ask()
+    session.answer(query.id, 1)
+    session.answer(session.ask().id, tie=True)
+    with Session.create(db, "copy", PARAMS, **FAST) as copy:
+        assert copy.import_comparisons(session.to_dict()) == 2
+        assert stored(copy) == stored(session)
+    with Session.create(db, "plain", PARAMS, **FAST) as plain:
+        records = {"comparisons": [{"options": [[0.1, 0.0], [0.2, 0.0]], "winner": 0}]}
+        assert plain.import_comparisons(records) == 1
+
+
+def test_options_given_as_tuples_import_like_lists(db, session):
+    query = session.ask()
+    session.answer(query.id, 0)
+    n = session.import_comparisons([{"options": query.options, "winner": 1}])
+    assert n == 1
+    imported = session.history()[-1]
+    assert imported.query.options == query.options and imported.answer.winner == 1
+    with pytest.raises(ImportFormatError, match="at least two designs"):
+        session.import_comparisons([{"options": ((0.1, 0.0),), "winner": 0}])
+    with pytest.raises(ImportFormatError, match="at least two designs"):
+        session.import_comparisons([{"options": "ab", "winner": 0}])
+
+
+def test_the_csv_export_of_a_session_without_answers_says_so(tmp_path, db, session):
+    path = tmp_path / "empty.csv"
+    session.export(path)
+    with Session.create(db, "copy", PARAMS, **FAST) as copy:
+        before = snapshot(db)
+        with pytest.raises(ImportFormatError, match="No comparisons to import"):
+            copy.import_comparisons(path)
+        assert snapshot(db) == before
+
+
+@pytest.mark.parametrize("bounds", ["05", b"05", "0 5"])
+def test_bounds_given_as_text_are_refused(db, bounds):
+    with pytest.raises(SessionError, match="bounds must be"):
+        Session.create(db, "text", {"x": bounds}, **FAST)
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("timeout", ["5", None, float("nan"), -1.0, True])
+def test_a_bad_timeout_is_named(db, session, timeout):
+    before = snapshot(db)
+    with pytest.raises(SessionError, match="timeout must be"):
+        Session.open(db, "alice", timeout=timeout)
+    with pytest.raises(SessionError, match="timeout must be"):
+        Session.create(db, "bob", PARAMS, timeout=timeout, **FAST)
+    assert snapshot(db) == before
+    fresh = db.with_name("fresh.db")
+    with pytest.raises(SessionError, match="timeout must be"):
+        Session.create(fresh, "bob", PARAMS, timeout=timeout, **FAST)
+    assert not fresh.exists()
+
+
+def test_an_unbounded_timeout_is_accepted(db, session):
+    with Session.open(db, "alice", timeout=float("inf")) as again:
+        assert again.progress().answered == 0
+
+
+@pytest.mark.parametrize(("flag", "value"), [("skip", "False"), ("tie", "no"), ("skip", [])])
+def test_a_skip_or_tie_that_is_not_a_flag_records_nothing(db, session, flag, value):
+    query = session.ask()
+    before = snapshot(db)
+    with pytest.raises(InvalidAnswerError, match=f"{flag} must be True or False"):
+        session.answer(query.id, **{flag: value})
+    with pytest.raises(InvalidAnswerError, match=f"{flag} must be True or False"):
+        session.answer(query.id, 0, **{flag: value})
+    assert snapshot(db) == before
+    assert session.pending() == query
+
+
+def test_flags_given_as_numpy_booleans_are_answers(session):
+    query = session.ask()
+    assert session.answer(query.id, tie=np.bool_(True), skip=np.bool_(False)).kind == "tie"
+    assert session.answer(session.ask().id, 1, skip=None, tie=0).kind == "winner"

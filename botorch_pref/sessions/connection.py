@@ -20,6 +20,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from numbers import Real
 from pathlib import Path
 from typing import Any, Self
 
@@ -70,7 +71,8 @@ class Connection(Closing):
 
     Raises:
         SessionNotFoundError: Without ``create``, when the file does not exist.
-        SessionError: For a directory, or a file that cannot be opened.
+        SessionError: For a directory, a file that cannot be opened, or a timeout that is not
+            a number of seconds ``>= 0``.
     """
 
     def __init__(
@@ -81,6 +83,10 @@ class Connection(Closing):
         timeout: float,
         check_same_thread: bool = True,
     ) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, Real) or not timeout >= 0:
+            raise SessionError(
+                f"timeout must be a number of seconds >= 0 (inf: wait for ever), got {timeout!r}."
+            )
         self.path = Path(path)
         self.timeout = float(timeout)
         if self.path.is_dir():
@@ -92,7 +98,7 @@ class Connection(Closing):
             self.sqlite = sqlite3.connect(
                 uri,
                 uri=True,
-                timeout=timeout,
+                timeout=self.timeout,
                 isolation_level=None,
                 check_same_thread=check_same_thread,
             )

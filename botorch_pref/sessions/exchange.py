@@ -5,8 +5,8 @@ out), or comparisons in a plain form:
 
 * JSON: a list (or ``{"comparisons": [...]}``) of records ``{"options": [[...], [...]],
   "winner": 0}``, with ``"ranking": [2, 0, 1]`` instead of ``winner``, or ``"kind": "skip"`` /
-  ``"tie"``; options as lists in the session's parameter order or as ``{name: value}`` dicts;
-  an optional ``"answered_at"`` (ISO 8601).
+  ``"tie"``; options as lists (from Python, tuples too) in the session's parameter order or as
+  ``{name: value}`` dicts; an optional ``"answered_at"`` (ISO 8601).
 * CSV: one row per option, with ``query_id`` (rows with the same id form one query), ``option``
   (``0..q-1``), one column per parameter, and ``winner``, ``ranking`` or ``kind``.
 
@@ -168,7 +168,7 @@ def _check_designs(
 ) -> list[list[float]]:
     """Options as ``q x d`` floats inside the bounds, distinct, ``q >= 2``."""
     names = [p[0] for p in parameters]
-    if not isinstance(options, list) or len(options) < 2:
+    if not isinstance(options, (list, tuple)) or len(options) < 2:
         raise ImportFormatError("'options' must list at least two designs")
     designs = []
     for j, opt in enumerate(options):
@@ -234,11 +234,12 @@ def _check_time(value: Any) -> str | None:
 
 def _parse_csv(text: str, parameters: Sequence[tuple[str, float, float]]) -> list[ImportRecord]:
     """Group CSV rows into comparisons and check them."""
+    reader = csv.DictReader(io.StringIO(text))
     try:
-        rows = list(csv.DictReader(io.StringIO(text)))
+        rows = list(reader)
     except csv.Error as err:
         raise ImportFormatError(f"Malformed CSV: {err}") from None
-    header = set(rows[0]) if rows else set()
+    header = set(reader.fieldnames or ())  # read with the header, even without rows
     names = [p[0] for p in parameters]
     missing = [c for c in ("query_id", "option", *names) if c not in header]
     if missing:

@@ -488,7 +488,9 @@ class Session(Closing):
         raise SessionError(f"Export format must be csv or json, got {fmt!r}.")
 
     def import_comparisons(
-        self, source: str | os.PathLike[str] | Iterable[Mapping[str, Any]], fmt: str | None = None
+        self,
+        source: str | os.PathLike[str] | Mapping[str, Any] | Iterable[Mapping[str, Any]],
+        fmt: str | None = None,
     ) -> int:
         """Add answered queries collected elsewhere (all or nothing).
 
@@ -496,8 +498,9 @@ class Session(Closing):
         pending query, if any, stays pending.
 
         Args:
-            source: A CSV or JSON file (see :mod:`botorch_pref.sessions.exchange`), or a list of
-                records ``{"options": ..., "winner": ...}``.
+            source: A CSV or JSON file (see :mod:`botorch_pref.sessions.exchange`), a list of
+                records ``{"options": ..., "winner": ...}``, ``{"comparisons": [...]}`` or a
+                session's :meth:`to_dict`.
             fmt: ``"csv"`` or ``"json"`` for a file; default from the suffix.
 
         Returns:
@@ -509,6 +512,7 @@ class Session(Closing):
         """
         if isinstance(source, (str, os.PathLike)):
             records = exchange.read_comparisons(source, self.parameters, fmt)
-        else:
-            records = exchange.parse_comparisons(list(source), self.parameters)
+        else:  # a mapping is a whole export or {"comparisons": [...]}, not a list of keys
+            data = source if isinstance(source, Mapping) else list(source)
+            records = exchange.parse_comparisons(data, self.parameters)
         return len(self._store.import_comparisons(self._row, records))

@@ -95,6 +95,8 @@ def normalize_parameters(
 
 def _pair(name: Any, bounds: Any) -> tuple[float, float]:
     try:
+        if isinstance(bounds, (str, bytes)):  # "05" would be the bounds (0, 5)
+            raise TypeError
         low, high = (float(b) for b in bounds)
     except (TypeError, ValueError):
         raise SessionError(
