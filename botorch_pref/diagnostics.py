@@ -185,7 +185,14 @@ def relative_posterior(
 
     Returns:
         The :class:`RelativePosterior`.
+
+    Raises:
+        ValueError: If ``X`` or ``reference`` has the wrong shape, ``chunk_size`` is not a
+            positive integer, the model is batched, or a prior-only model has no reference.
     """
+    if isinstance(chunk_size, bool) or int(chunk_size) != chunk_size or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    chunk_size = int(chunk_size)
     if X.dim() != 2:
         raise ValueError(f"X must be t x d, got shape {tuple(X.shape)}.")
     if len(getattr(model, "batch_shape", ())) > 0:

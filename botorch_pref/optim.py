@@ -382,13 +382,15 @@ def optimize_acqf_batched(
         num_restarts: Restarts per member.
         raw_samples: Raw samples per member.
         seeds: ``b`` integer seeds (raw samples and restart selection).
-        dtype: Dtype of the candidates.
+        dtype: Dtype of the candidates and their values.
         device: Device of the candidates.
         raw_batch_limit: Raw samples evaluated per call (bounds memory).
         maxiter: Maximum L-BFGS-B iterations.
 
     Returns:
-        ``(candidates, values)``: ``b x q x d`` and ``b``.
+        ``(candidates, values)``: ``b x q x d`` and ``b``, both in ``dtype`` (the values are the
+        acquisition function's at the candidates, cast to ``dtype`` when its model computes in
+        another dtype).
 
     Raises:
         ValueError: If a count is not a positive integer, ``batch_size`` differs from the batch
@@ -436,4 +438,4 @@ def optimize_acqf_batched(
         values = acq_function(X)  # r x b
     best = values.argmax(0)
     candidates = X[best, members]
-    return candidates, values[best, members]
+    return candidates, values[best, members].to(dtype)

@@ -49,11 +49,39 @@ def _check_noise(noise: str) -> str:
 
 
 def _check_scale(scale: float) -> float:
-    r"""Validate a noise scale: a finite number :math:`\ge 0`."""
-    scale = float(scale)
-    if not math.isfinite(scale) or scale < 0:
-        raise ValueError(f"scale must be a finite number >= 0, got {scale!r}.")
-    return scale
+    r"""Validate a noise scale: a finite number :math:`\ge 0`.
+
+    Raises:
+        TypeError: If ``scale`` is not a number (``None``, say).
+        ValueError: If it is negative, not finite, or a string that is not a number.
+    """
+    try:
+        value = float(scale)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"scale must be a real number, got {scale!r}.") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"scale must be a finite number >= 0, got {value!r}.")
+    return value
+
+
+def _check_int(value: int, name: str, minimum: int) -> int:
+    r"""``value`` as an int; a ``ValueError`` naming ``name`` unless an integer ``>= minimum``.
+
+    Integral floats (``4.0``) are integers; booleans and strings are not.
+
+    Raises:
+        ValueError: If ``value`` is not an integer ``>= minimum``.
+    """
+    try:
+        ok = not isinstance(value, (bool, str)) and int(value) == value and value >= minimum
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}
+        raise ValueError(
+            f"{name} must be {kind.get(minimum, f'an integer >= {minimum}')}, got {value!r}."
+        )
+    return int(value)
 
 
 def _make_generator(seed: int | torch.Generator | None) -> torch.Generator | None:
@@ -141,6 +169,10 @@ class SimulatedUser:
             scale: The noise scale :math:`s \ge 0`; 0 gives noiseless answers.
             seed: An int seed for a private generator, a CPU ``torch.Generator`` to draw from,
                 or ``None`` to use torch's global generator.
+
+        Raises:
+            TypeError: If ``utility`` is not callable or ``scale`` is not a number.
+            ValueError: For an unknown noise, a negative or non-finite scale, or a bad seed.
         """
         if not callable(utility):
             raise TypeError("utility must be callable.")
@@ -263,7 +295,11 @@ class SimulatedUser:
 
         Returns:
             A LongTensor of shape ``(batch * (q - 1)) x 2`` on ``X``'s device.
+
+        Raises:
+            ValueError: If ``offset`` is not a non-negative integer, or for a bad query.
         """
+        offset = _check_int(offset, "offset", 0)
         winner = self.choose(X).reshape(-1)
         b, q = winner.shape[0], X.shape[-2]
         base = torch.arange(b, device=winner.device).unsqueeze(-1) * q
@@ -271,7 +307,7 @@ class SimulatedUser:
         losers = others[others != winner.unsqueeze(-1)].reshape(b, q - 1)
         win_idx = (base + winner.unsqueeze(-1)).expand(b, q - 1)
         rows = torch.stack([win_idx, base + losers], dim=-1).reshape(-1, 2)
-        return rows + int(offset)
+        return rows + offset
 
 
 def simulate_comparisons(X: Tensor, user: SimulatedUser) -> tuple[Tensor, Tensor]:
@@ -320,13 +356,10 @@ def top_utilities(
             among the :math:`k` largest.
     """
     dim = _resolve_dim(utility, dim)
-    if int(n_candidates) != n_candidates or n_candidates < 2:
-        raise ValueError(f"n_candidates must be an integer >= 2, got {n_candidates!r}.")
+    n_candidates = _check_int(n_candidates, "n_candidates", 2)
     if not 0.0 < top_fraction <= 1.0:
         raise ValueError(f"top_fraction must lie in (0, 1], got {top_fraction!r}.")
-    if int(chunk_size) != chunk_size or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
-    n_candidates, chunk_size = int(n_candidates), int(chunk_size)
+    chunk_size = _check_int(chunk_size, "chunk_size", 1)
     k = max(2, round(n_candidates * top_fraction))
     g = _make_generator(seed)
     best = torch.empty(0, dtype=torch.float64)
@@ -352,9 +385,7 @@ def _resolve_dim(utility: Callable[[Tensor], Tensor], dim: int | None) -> int:
         dim = getattr(utility, "dim", None)
         if dim is None:
             raise ValueError("Pass dim: the utility has no `dim` attribute.")
-    if int(dim) != dim or dim < 1:
-        raise ValueError(f"dim must be a positive integer, got {dim!r}.")
-    return int(dim)
+    return _check_int(dim, "dim", 1)
 
 
 def _mean_error(delta: Tensor, scale: float, noise: str) -> float:
@@ -426,8 +457,7 @@ def calibrate_noise(
     if not 0.0 < error_rate < 0.5:
         raise ValueError(f"error_rate must lie in (0, 0.5), got {error_rate!r}.")
     noise = _check_noise(noise)
-    if int(n_pairs) != n_pairs or n_pairs < 1:
-        raise ValueError(f"n_pairs must be a positive integer, got {n_pairs!r}.")
+    n_pairs = _check_int(n_pairs, "n_pairs", 1)
     if not (math.isfinite(rtol) and rtol > 0):
         raise ValueError(f"rtol must be a finite number > 0, got {rtol!r}.")
     g = _make_generator(seed)
@@ -439,7 +469,7 @@ def calibrate_noise(
         seed=g,
         chunk_size=chunk_size,
     )
-    delta = _pair_gaps(top, int(n_pairs), g)
+    delta = _pair_gaps(top, n_pairs, g)
     positive = delta[delta > 0]
     if positive.numel() == 0 or 0.5 * (delta == 0).double().mean().item() >= error_rate:
         raise ValueError(

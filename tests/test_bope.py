@@ -104,3 +104,20 @@ def test_preference_model_accepts_subclasses():
 
     Y, C = torch.rand(4, 2, dtype=torch.float64), torch.tensor([[0, 1], [2, 3]])
     assert type(fit_preference_model(Y, C, MyGP)) is MyGP
+
+
+def test_run_bope_names_a_bare_string_or_a_fractional_count():
+    # A bare string used to be split into characters ("experiment_acqfs must be among ...:
+    # {'q', 'N', ...}"), and a fractional n_initial failed deep inside the Sobol draw.
+    with pytest.raises(
+        TypeError, match=r"experiment_acqfs must be a sequence of names.*\('qNEI',\)"
+    ):
+        run_bope(PROBLEM, utility, 3, experiment_acqfs="qNEI")
+    for name, value in [
+        ("n_initial", 8.5),
+        ("n_initial_pairs", 1.5),
+        ("n_pe", 2.5),
+        ("n_pe", True),
+    ]:
+        with pytest.raises(ValueError, match=f"{name} must be an integer >= \\d, got {value!r}"):
+            run_bope(PROBLEM, utility, 3, **{name: value})

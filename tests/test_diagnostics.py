@@ -102,3 +102,24 @@ def test_plot_and_bad_input(tmp_path):
     tie_model = PairwiseLaplaceGP(X, ties, likelihood=PairwiseProbit(tie_threshold=0.5))
     with pytest.raises(ValueError, match="choices, rankings or ties"):
         comparison_graph(tie_model)
+
+
+@pytest.mark.parametrize("chunk_size", [0, -3, 1.5, True])
+def test_relative_posterior_rejects_a_bad_chunk_size(chunk_size):
+    # chunk_size=0 used to reach torch's split() and fail with its "split_size" RuntimeError.
+    X, C = random_comparisons(6, 8, seed=0)
+    model = PairwiseLaplaceGP(X, C)
+    with pytest.raises(
+        ValueError, match=f"chunk_size must be a positive integer, got {chunk_size}"
+    ):
+        relative_posterior(model, X, chunk_size=chunk_size)
+
+
+def test_relative_posterior_chunking_does_not_change_the_answer():
+    X, C = random_comparisons(6, 8, seed=0)
+    model = PairwiseLaplaceGP(X, C)
+    whole = relative_posterior(model, X)
+    for chunk_size in (1, 4.0):  # an integral float is an integer
+        part = relative_posterior(model, X, chunk_size=chunk_size)
+        torch.testing.assert_close(part.mean, whole.mean)
+        torch.testing.assert_close(part.variance, whole.variance)

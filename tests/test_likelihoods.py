@@ -95,3 +95,40 @@ def test_bad_scales_raise():
         PairwiseProbit(noise_std=0.0)
     with pytest.raises(ValueError, match="scale"):
         PairwiseLogit(scale=float("nan"))
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.5, float("nan"), float("inf")])
+def test_noise_std_is_checked_when_set_later(bad):
+    # noise_std used to be a plain attribute: a later negative or NaN value was taken as is.
+    lik = PairwiseProbit(noise_std=0.3)
+    with pytest.raises(ValueError, match="noise_std must be a positive finite number"):
+        lik.noise_std = bad
+    assert lik.noise_std == 0.3 and lik.scale == pytest.approx(math.sqrt(2.0) * 0.3)
+
+
+def test_noise_std_set_later_changes_the_link():
+    lik = PairwiseProbit()
+    lik.noise_std = 0.5
+    assert isinstance(lik.noise_std, float) and lik.noise_std == 0.5
+    delta = torch.tensor([-1.0, 0.2, 2.0], dtype=torch.float64)
+    want = torch.tensor(
+        [
+            math.log(0.5 * math.erfc(-d / (math.sqrt(2.0) * 0.5 * math.sqrt(2.0))))
+            for d in delta.tolist()
+        ],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(lik.log_prob(delta), want)
+    # a copy keeps the value (the models deep-copy their likelihoods)
+    from copy import deepcopy
+
+    assert deepcopy(lik).noise_std == 0.5
+
+
+def test_a_probit_pickled_with_a_plain_noise_std_attribute_still_loads():
+    import pickle
+
+    lik = PairwiseProbit(noise_std=0.3)
+    lik.__dict__["noise_std"] = lik.__dict__.pop("_noise_std")  # how older objects held it
+    loaded = pickle.loads(pickle.dumps(lik))
+    assert loaded.noise_std == 0.3 and loaded.scale == pytest.approx(math.sqrt(2.0) * 0.3)

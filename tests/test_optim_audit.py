@@ -64,3 +64,18 @@ def test_optimize_acqf_batched_names_the_bad_argument(
         optimize_acqf_batched(
             eubo_of_two_members, args["batch_size"], args["q"], args["dim"], **kwargs
         )
+
+
+def test_optimize_acqf_batched_values_share_the_candidates_dtype(eubo_of_two_members) -> None:
+    # dtype=float32 on a float64 model used to give float32 candidates but float64 values.
+    kwargs = {"num_restarts": 2, "raw_samples": 8, "seeds": [0, 1], "maxiter": 5}
+    cand, values = optimize_acqf_batched(
+        eubo_of_two_members, 2, 2, 2, dtype=torch.float32, **kwargs
+    )
+    assert cand.dtype == torch.float32 and values.dtype == torch.float32
+    with torch.no_grad():
+        at_cand = eubo_of_two_members(cand.unsqueeze(0)).squeeze(0)  # r=1 x b -> b
+    torch.testing.assert_close(values, at_cand.to(torch.float32))
+    # float64, the default, is unchanged: both float64
+    cand64, values64 = optimize_acqf_batched(eubo_of_two_members, 2, 2, 2, **kwargs)
+    assert cand64.dtype == values64.dtype == torch.float64

@@ -334,3 +334,25 @@ def test_bad_dimensions_are_value_errors() -> None:
             with pytest.raises(ValueError, match="dim must be a positive integer"):
                 cls(dim)
     assert Ackley(2.0).dim == 2 and Alpine1(1).dim == 1
+
+
+def test_a_dim_keyword_must_agree_with_the_dimension_in_the_name() -> None:
+    # get_utility("ackley6", dim=3) used to fail with "got multiple values for keyword 'dim'".
+    cases = [
+        ("ackley6", 6),
+        ("hartmann3", 3),
+        ("alpine1-7", 7),
+        ("ackley4", 4),
+        ("levy3", 3),
+        ("alpine1-2", 2),
+        ("hartmann6-in-20", 20),
+        ("branin-in-5", 5),
+    ]
+    for name, dim in cases:
+        other = 5 if dim == 3 else 3
+        with pytest.raises(ValueError, match=rf"'{name}' fixes dim = {dim}; got dim={other}\."):
+            get_utility(name, dim=other)
+        f = get_utility(name, dim=dim)  # the same dimension is accepted
+        assert f.dim == dim and f.name == get_utility(name).name
+    # names without a dimension still take one
+    assert get_utility("levy", dim=4).dim == 4

@@ -348,3 +348,33 @@ def test_non_finite_utilities_are_rejected() -> None:
 
     top = top_utilities(neg_inf_low, dim=1, n_candidates=10**4)
     assert bool(torch.isfinite(top).all()) and top.shape == (100,)
+
+
+@pytest.mark.parametrize("offset", [1.7, -1, True, "2"])
+def test_compare_rejects_an_offset_that_is_not_a_non_negative_integer(offset) -> None:
+    # offset=1.7 used to be truncated to 1 silently, and a negative offset was accepted.
+    user = SimulatedUser(Linear([1.0, 2.0]), scale=0.0)
+    X = torch.tensor([[[0.0, 0.0], [1.0, 1.0]]], dtype=torch.float64)
+    with pytest.raises(ValueError, match=f"offset must be a non-negative integer, got {offset!r}"):
+        user.compare(X, offset=offset)
+
+
+def test_compare_offset_shifts_every_index() -> None:
+    user = SimulatedUser(Linear([1.0, 2.0]), scale=0.0)
+    # noiseless: the option with the larger c^T x wins (query 0: option 1, query 1: option 0)
+    X = torch.tensor([[[0.0, 0.0], [1.0, 1.0]], [[0.5, 0.5], [0.0, 0.1]]], dtype=torch.float64)
+    assert user.compare(X).tolist() == [[1, 0], [2, 3]]
+    assert user.compare(X, offset=5).tolist() == [[6, 5], [7, 8]]
+    assert user.compare(X, offset=5.0).tolist() == [[6, 5], [7, 8]]
+
+
+def test_scale_that_is_not_a_number_is_named() -> None:
+    # scale=None used to surface float()'s own TypeError, which does not name `scale`.
+    f = Linear([1.0])
+    with pytest.raises(TypeError, match="scale must be a real number, got None"):
+        SimulatedUser(f, scale=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="scale must be a real number, got 'abc'"):
+        SimulatedUser(f, scale="abc")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="scale must be a real number, got None"):
+        error_probability(torch.zeros(2, dtype=torch.float64), None)  # type: ignore[arg-type]
+    assert SimulatedUser(f, scale=0.25).scale == 0.25

@@ -214,8 +214,15 @@ def run_bope(
 
     Returns:
         A :class:`BOPEResult`.
+
+    Raises:
+        TypeError: If ``experiment_acqfs`` is a bare string rather than a sequence of names.
+        ValueError: If ``n_initial < 2``, ``n_initial_pairs < 1`` or ``n_pe < 0``, if one of
+            them is not an integer, or for an unknown experimentation acquisition.
     """
-    _check_options(n_initial, n_initial_pairs, n_pe, experiment_acqfs)
+    n_initial, n_initial_pairs, n_pe = _check_options(
+        n_initial, n_initial_pairs, n_pe, experiment_acqfs
+    )
     torch.manual_seed(seed)
     maximize = partial(
         optimize_acqf,
@@ -248,13 +255,47 @@ def run_bope(
 
 def _check_options(
     n_initial: int, n_initial_pairs: int, n_pe: int, experiment_acqfs: tuple[str, ...]
-) -> None:
-    """Reject the run sizes and experimentation acquisitions :func:`run_bope` cannot use."""
-    if n_initial < 2 or n_initial_pairs < 1 or n_pe < 0:
-        raise ValueError("run_bope needs n_initial >= 2, n_initial_pairs >= 1 and n_pe >= 0.")
+) -> tuple[int, int, int]:
+    """Reject the run sizes and experimentation acquisitions :func:`run_bope` cannot use.
+
+    Args:
+        n_initial: Initial designs, an integer ``>= 2``.
+        n_initial_pairs: Initial comparisons, an integer ``>= 1``.
+        n_pe: Preference-exploration iterations, an integer ``>= 0``.
+        experiment_acqfs: A sequence of names in :data:`EXPERIMENT_ACQFS`.
+
+    Returns:
+        ``(n_initial, n_initial_pairs, n_pe)`` as ints (an integral float such as ``8.0`` is
+        an integer).
+
+    Raises:
+        TypeError: If ``experiment_acqfs`` is a bare string.
+        ValueError: If a size is not an integer of its least value, or a name is unknown.
+    """
+    sizes = {
+        "n_initial": (n_initial, 2),
+        "n_initial_pairs": (n_initial_pairs, 1),
+        "n_pe": (n_pe, 0),
+    }
+    for name, (value, least) in sizes.items():
+        try:
+            ok = not isinstance(value, (bool, str)) and int(value) == value and value >= least
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"{name} must be an integer >= {least}, got {value!r} (run_bope needs "
+                "n_initial >= 2, n_initial_pairs >= 1 and n_pe >= 0)."
+            )
+    if isinstance(experiment_acqfs, str):
+        raise TypeError(
+            "experiment_acqfs must be a sequence of names, one experimentation iteration each "
+            f"(such as ({experiment_acqfs!r},)), not the bare string {experiment_acqfs!r}."
+        )
     unknown = set(experiment_acqfs) - set(EXPERIMENT_ACQFS)
     if unknown:
         raise ValueError(f"experiment_acqfs must be among {sorted(EXPERIMENT_ACQFS)}: {unknown}.")
+    return int(n_initial), int(n_initial_pairs), int(n_pe)
 
 
 @dataclass

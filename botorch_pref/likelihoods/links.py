@@ -124,11 +124,31 @@ class PairwiseProbit(PairwiseLikelihood):
     ) -> None:
         noise_std = positive_float(noise_std, "noise_std")
         super().__init__(tie_threshold, tie_threshold_prior, tie_threshold_constraint)
-        self.noise_std = noise_std
+        self._noise_std = noise_std
+
+    @property
+    def noise_std(self) -> float:
+        r"""The per-option noise standard deviation :math:`\sigma` (a plain float, not a
+        parameter); setting it checks the value as the constructor does.
+
+        Raises:
+            ValueError: On setting a value that is not positive and finite.
+        """
+        return self._noise_std
+
+    @noise_std.setter
+    def noise_std(self, value: float) -> None:
+        self._noise_std = positive_float(value, "noise_std")
+
+    def __setstate__(self, state: dict) -> None:
+        # objects pickled before noise_std was a property hold it under its public name
+        if "noise_std" in state:
+            state["_noise_std"] = state.pop("noise_std")
+        super().__setstate__(state)
 
     @property
     def scale(self) -> float:
-        return math.sqrt(2.0) * self.noise_std
+        return math.sqrt(2.0) * self._noise_std
 
     def log_prob(self, delta: Tensor) -> Tensor:
         return torch.special.log_ndtr(self._shift(delta) / self.scale)

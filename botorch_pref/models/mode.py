@@ -37,9 +37,9 @@ class ModeKey:
 
     The parameter values alone do not identify them: a likelihood or kernel replaced by another
     one (of another kind, or another ``nu``) can hold equal raw values, and a probit's
-    ``noise_std`` is a plain attribute. The key therefore also holds the model's modules
-    themselves (compared by identity; holding them keeps a replaced module's ``id`` from being
-    reused) and the likelihood's link scale.
+    ``noise_std`` is a plain float, not a parameter. The key therefore also holds the model's
+    modules themselves (compared by identity; holding them keeps a replaced module's ``id`` from
+    being reused) and the likelihood's link scale.
     """
 
     values: Tensor

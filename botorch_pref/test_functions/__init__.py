@@ -67,6 +67,9 @@ _FIXED: dict[str, Callable[..., Utility]] = {
     "hartmann6-in-20": lambda **kw: Embedded(Hartmann(dim=6), 20, **kw),
 }
 
+# Fixed names whose dimension is a keyword rather than part of the name.
+_DIM_KEYWORD = frozenset({"levy"})
+
 _PATTERNS: list[tuple[str, Callable[..., Utility]]] = [
     (r"ackley(\d+)", lambda d, **kw: Ackley(dim=int(d), **kw)),
     (r"alpine1-(\d+)", lambda d, **kw: Alpine1(dim=int(d), **kw)),
@@ -94,7 +97,8 @@ def get_utility(name: str, **kwargs: Any) -> Utility:
     ``<name>`` embedded in ``D`` dimensions; keywords go to :class:`Embedded`, e.g. ``seed``).
     Every utility's ``name`` is accepted, so ``get_utility(f.name)`` rebuilds ``f``, except an
     :class:`Embedded` utility built with ``seed`` or ``active_dims``: its name does not record
-    them, so pass the same keyword again. Names are case-insensitive.
+    them, so pass the same keyword again. Names are case-insensitive. A name other than ``levy``
+    fixes the dimension; a ``dim`` keyword is then accepted only if it agrees.
 
     Args:
         name: The utility's name.
@@ -104,15 +108,21 @@ def get_utility(name: str, **kwargs: Any) -> Utility:
         The utility.
 
     Raises:
-        ValueError: For an unknown name (the message lists the valid ones).
+        ValueError: For an unknown name (the message lists the valid ones), or a ``dim`` keyword
+            that differs from the dimension the name fixes.
     """
     key = name.strip().lower()
     if key in _FIXED:
-        return _FIXED[key](**kwargs)
+        if key in _DIM_KEYWORD:
+            return _FIXED[key](**kwargs)
+        f = _FIXED[key](**_without_dim(kwargs))
+        _check_named_dim(name, f.dim, kwargs)
+        return f
     for pattern, factory in _PATTERNS:
         m = re.fullmatch(pattern, key)
         if m:
-            return factory(*m.groups(), **kwargs)
+            _check_named_dim(name, int(m.group(1)), kwargs)
+            return factory(*m.groups(), **_without_dim(kwargs))
     m = re.fullmatch(r"(.+)-in-(\d+)", key)
     if m:
         try:
@@ -120,8 +130,24 @@ def get_utility(name: str, **kwargs: Any) -> Utility:
         except ValueError:
             pass
         else:
-            return Embedded(base, int(m.group(2)), **kwargs)
+            _check_named_dim(name, int(m.group(2)), kwargs)
+            return Embedded(base, int(m.group(2)), **_without_dim(kwargs))
     raise ValueError(f"Unknown utility {name!r}. Valid names: {', '.join(list_utilities())}.")
+
+
+def _without_dim(kwargs: dict[str, Any]) -> dict[str, Any]:
+    r"""``kwargs`` less a ``dim`` keyword."""
+    return {key: value for key, value in kwargs.items() if key != "dim"}
+
+
+def _check_named_dim(name: str, dim: int, kwargs: dict[str, Any]) -> None:
+    r"""Check that a ``dim`` keyword, if any, agrees with the dimension ``dim`` that ``name`` fixes.
+
+    Raises:
+        ValueError: If ``kwargs["dim"]`` differs from ``dim``.
+    """
+    if "dim" in kwargs and kwargs["dim"] != dim:
+        raise ValueError(f"{name!r} fixes dim = {dim}; got dim={kwargs['dim']!r}.")
 
 
 def utility_name(text: str) -> str:
