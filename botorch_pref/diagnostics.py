@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from botorch_pref.checks import whole_number
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.inference.pairs import PairEngine
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
@@ -190,9 +191,7 @@ def relative_posterior(
         ValueError: If ``X`` or ``reference`` has the wrong shape, ``chunk_size`` is not a
             positive integer, the model is batched, or a prior-only model has no reference.
     """
-    if isinstance(chunk_size, bool) or int(chunk_size) != chunk_size or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
-    chunk_size = int(chunk_size)
+    chunk_size = whole_number(chunk_size, "chunk_size", 1)
     if X.dim() != 2:
         raise ValueError(f"X must be t x d, got shape {tuple(X.shape)}.")
     if len(getattr(model, "batch_shape", ())) > 0:

@@ -32,6 +32,7 @@ from linear_operator.utils.errors import NotPSDError
 from threadpoolctl import threadpool_limits
 from torch import Tensor
 
+from botorch_pref.checks import whole_number
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
 __all__ = [
@@ -337,10 +338,7 @@ def _check_acqf_args(acq_function: AcquisitionFunction, **counts: int) -> int:
         ValueError: If a count is not a positive integer, or ``batch_size`` differs from the
             (one-dimensional) batch shape of ``acq_function.model``.
     """
-    for name, value in counts.items():
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    b = int(counts["batch_size"])
+    b = {name: whole_number(value, name, 1) for name, value in counts.items()}["batch_size"]
     shape = getattr(getattr(acq_function, "model", None), "batch_shape", None)
     if shape is not None and tuple(shape) != (b,):
         raise ValueError(

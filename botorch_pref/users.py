@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_pref.checks import whole_number
 from botorch_pref.test_functions import check_tensor
 
 __all__ = [
@@ -62,26 +63,6 @@ def _check_scale(scale: float) -> float:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"scale must be a finite number >= 0, got {value!r}.")
     return value
-
-
-def _check_int(value: int, name: str, minimum: int) -> int:
-    r"""``value`` as an int; a ``ValueError`` naming ``name`` unless an integer ``>= minimum``.
-
-    Integral floats (``4.0``) are integers; booleans and strings are not.
-
-    Raises:
-        ValueError: If ``value`` is not an integer ``>= minimum``.
-    """
-    try:
-        ok = not isinstance(value, (bool, str)) and int(value) == value and value >= minimum
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        kind = {0: "a non-negative integer", 1: "a positive integer"}
-        raise ValueError(
-            f"{name} must be {kind.get(minimum, f'an integer >= {minimum}')}, got {value!r}."
-        )
-    return int(value)
 
 
 def _make_generator(seed: int | torch.Generator | None) -> torch.Generator | None:
@@ -299,7 +280,7 @@ class SimulatedUser:
         Raises:
             ValueError: If ``offset`` is not a non-negative integer, or for a bad query.
         """
-        offset = _check_int(offset, "offset", 0)
+        offset = whole_number(offset, "offset", 0)
         winner = self.choose(X).reshape(-1)
         b, q = winner.shape[0], X.shape[-2]
         base = torch.arange(b, device=winner.device).unsqueeze(-1) * q
@@ -356,10 +337,10 @@ def top_utilities(
             among the :math:`k` largest.
     """
     dim = _resolve_dim(utility, dim)
-    n_candidates = _check_int(n_candidates, "n_candidates", 2)
+    n_candidates = whole_number(n_candidates, "n_candidates", 2)
     if not 0.0 < top_fraction <= 1.0:
         raise ValueError(f"top_fraction must lie in (0, 1], got {top_fraction!r}.")
-    chunk_size = _check_int(chunk_size, "chunk_size", 1)
+    chunk_size = whole_number(chunk_size, "chunk_size", 1)
     k = max(2, round(n_candidates * top_fraction))
     g = _make_generator(seed)
     best = torch.empty(0, dtype=torch.float64)
@@ -385,7 +366,7 @@ def _resolve_dim(utility: Callable[[Tensor], Tensor], dim: int | None) -> int:
         dim = getattr(utility, "dim", None)
         if dim is None:
             raise ValueError("Pass dim: the utility has no `dim` attribute.")
-    return _check_int(dim, "dim", 1)
+    return whole_number(dim, "dim", 1)
 
 
 def _mean_error(delta: Tensor, scale: float, noise: str) -> float:
@@ -457,7 +438,7 @@ def calibrate_noise(
     if not 0.0 < error_rate < 0.5:
         raise ValueError(f"error_rate must lie in (0, 0.5), got {error_rate!r}.")
     noise = _check_noise(noise)
-    n_pairs = _check_int(n_pairs, "n_pairs", 1)
+    n_pairs = whole_number(n_pairs, "n_pairs", 1)
     if not (math.isfinite(rtol) and rtol > 0):
         raise ValueError(f"rtol must be a finite number > 0, got {rtol!r}.")
     g = _make_generator(seed)

@@ -119,5 +119,5 @@ def test_run_bope_names_a_bare_string_or_a_fractional_count():
         ("n_pe", 2.5),
         ("n_pe", True),
     ]:
-        with pytest.raises(ValueError, match=f"{name} must be an integer >= \\d, got {value!r}"):
+        with pytest.raises(ValueError, match=f"{name} must be .*integer.*, got {value!r}"):
             run_bope(PROBLEM, utility, 3, **{name: value})

@@ -21,6 +21,7 @@ LONG_FUNCTIONS: set[str] = set()
 
 # Layer of each top-level module or subpackage: imports go to the same or a lower layer.
 LAYERS = {
+    "checks": 0,
     "runtime": 0,
     "test_functions": 0,
     "likelihoods": 0,

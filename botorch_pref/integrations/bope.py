@@ -45,6 +45,7 @@ from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
+from botorch_pref.checks import whole_number
 from botorch_pref.models.evidence import LaplaceEvidence
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
@@ -272,21 +273,11 @@ def _check_options(
         TypeError: If ``experiment_acqfs`` is a bare string.
         ValueError: If a size is not an integer of its least value, or a name is unknown.
     """
-    sizes = {
-        "n_initial": (n_initial, 2),
-        "n_initial_pairs": (n_initial_pairs, 1),
-        "n_pe": (n_pe, 0),
-    }
-    for name, (value, least) in sizes.items():
-        try:
-            ok = not isinstance(value, (bool, str)) and int(value) == value and value >= least
-        except (TypeError, ValueError, OverflowError):
-            ok = False
-        if not ok:
-            raise ValueError(
-                f"{name} must be an integer >= {least}, got {value!r} (run_bope needs "
-                "n_initial >= 2, n_initial_pairs >= 1 and n_pe >= 0)."
-            )
+    sizes = (
+        whole_number(n_initial, "n_initial", 2),
+        whole_number(n_initial_pairs, "n_initial_pairs", 1),
+        whole_number(n_pe, "n_pe", 0),
+    )
     if isinstance(experiment_acqfs, str):
         raise TypeError(
             "experiment_acqfs must be a sequence of names, one experimentation iteration each "
@@ -295,7 +286,7 @@ def _check_options(
     unknown = set(experiment_acqfs) - set(EXPERIMENT_ACQFS)
     if unknown:
         raise ValueError(f"experiment_acqfs must be among {sorted(EXPERIMENT_ACQFS)}: {unknown}.")
-    return int(n_initial), int(n_initial_pairs), int(n_pe)
+    return sizes
 
 
 @dataclass

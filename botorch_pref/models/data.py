@@ -11,12 +11,12 @@ repeated pairs merged); other data go to the
 from __future__ import annotations
 
 import math
-import operator
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from botorch_pref.checks import whole_number
 from botorch_pref.data.preferences import PreferenceData, PreferenceDataError, as_index_tensor
 from botorch_pref.inference.blocks import BlockEngine
 from botorch_pref.inference.engine import LaplaceEngine
@@ -316,12 +316,7 @@ def check_solver_options(tol: Any, max_iter: Any) -> tuple[float | None, int]:
         ValueError: For anything else (no iteration at all would return the starting point as
             the mode).
     """
-    try:
-        iterations = 0 if isinstance(max_iter, bool) else operator.index(max_iter)
-    except TypeError:
-        iterations = 0
-    if iterations < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}.")
+    iterations = whole_number(max_iter, "max_iter", 1)
     if tol is None:
         return None, iterations
     try:

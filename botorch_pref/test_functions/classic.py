@@ -13,20 +13,10 @@ from botorch.test_functions.synthetic import Hartmann as _BoTorchHartmann
 from botorch.test_functions.synthetic import Levy as _BoTorchLevy
 from torch import Tensor
 
+from botorch_pref.checks import whole_number
 from botorch_pref.test_functions.base import BoxUtility, _BoTorchUtility, _default_dtype
 
 __all__ = ["Ackley", "Alpine1", "Branin", "Hartmann", "Levy"]
-
-
-def _check_dim(dim: int) -> int:
-    r"""``dim`` as an int, checked before it reaches BoTorch (whose errors for 0 are obscure).
-
-    Raises:
-        ValueError: If ``dim`` is not a positive integer.
-    """
-    if int(dim) != dim or dim < 1:
-        raise ValueError(f"dim must be a positive integer, got {dim!r}.")
-    return int(dim)
 
 
 class Branin(_BoTorchUtility):
@@ -140,7 +130,7 @@ class Ackley(_BoTorchUtility):
         Raises:
             ValueError: If ``dim`` is not a positive integer.
         """
-        dim = _check_dim(dim)
+        dim = whole_number(dim, "dim", 1)
         problem = _BoTorchAckley(dim=dim, negate=True, bounds=[(-2.0, 2.0)] * dim)
         super().__init__(problem, 0.0, [(0.0,) * dim], name=f"ackley{dim}")
 
@@ -163,7 +153,7 @@ class Levy(_BoTorchUtility):
         Raises:
             ValueError: If ``dim`` is not a positive integer.
         """
-        dim = _check_dim(dim)
+        dim = whole_number(dim, "dim", 1)
         problem = _BoTorchLevy(dim=dim, negate=True)
         super().__init__(problem, 0.0, [(1.0,) * dim], name=f"levy{dim}")
 
@@ -187,7 +177,7 @@ class Alpine1(BoxUtility):
         Raises:
             ValueError: If ``dim`` is not a positive integer.
         """
-        dim = _check_dim(dim)
+        dim = whole_number(dim, "dim", 1)
         super().__init__([(-10.0, 10.0)] * dim, 0.0, [(0.0,) * dim], name=f"alpine1-{dim}")
 
     def _evaluate_domain(self, Z: Tensor) -> Tensor:

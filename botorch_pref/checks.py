@@ -1,0 +1,49 @@
+"""Argument checks shared by every layer of the package (it imports nothing from the package).
+
+A count (``n_candidates``, ``chunk_size``, ``max_iter``, a dimension, an offset) is a whole
+number: a Python or NumPy integer, or a float without a fractional part (``4.0``, as a
+computation may produce one). A bool is not a count, nor is a string, and a fraction is never
+truncated. The loop's settings and answers are stricter (floats are refused there, see
+:func:`botorch_pref.loop.answers.as_index`): they are read from people and from stored
+sessions, where ``2.0`` hints at a mistake.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["whole_number"]
+
+
+def whole_number(value: Any, name: str, minimum: int | None = None) -> int:
+    """``value`` as an int, if it is a whole number of at least ``minimum``.
+
+    Args:
+        value: An integer (Python's, NumPy's, a one-element integer tensor) or a float with no
+            fractional part.
+        name: The argument's name, for the message.
+        minimum: The least value allowed; ``None`` for none.
+
+    Returns:
+        ``int(value)``.
+
+    Raises:
+        ValueError: Naming ``name``, for a bool, a string, a fraction, NaN or infinity, anything
+            that is not a number, or a value below ``minimum``.
+    """
+    try:
+        ok = not _is_bool_or_text(value) and bool(int(value) == value)
+    except (TypeError, ValueError, OverflowError, RuntimeError):
+        ok = False
+    if ok and (minimum is None or int(value) >= minimum):
+        return int(value)
+    kinds = {0: "a non-negative integer", 1: "a positive integer"}
+    kind = "an integer" if minimum is None else kinds.get(minimum, f"an integer >= {minimum}")
+    raise ValueError(f"{name} must be {kind}, got {value!r}.")
+
+
+def _is_bool_or_text(value: Any) -> bool:
+    """Whether ``value`` is a bool (Python's, NumPy's or torch's) or a string."""
+    if isinstance(value, (bool, str, bytes)):
+        return True
+    return str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
