@@ -17,6 +17,7 @@ from botorch_pref.web.security import CSP
 from tests.test_web_helpers import (
     ADMIN,
     ThreadServer,
+    create_form,
     hold,
     links,
     nonces,
@@ -379,17 +380,7 @@ def test_a_database_created_by_the_page(tmp_path):
     with ThreadServer(path) as server, server.client(admin=True) as c:
         page = c.get("/admin")
         assert page.status_code == 200 and "No sessions yet" in page.text
-        form = {
-            "nonce": nonces(page.text)[0],
-            "name": "dora",
-            "parameters": "h 0 1\ns 0 1\nl 0 1",
-            "strategy": "random",
-            "q": "2",
-            "budget": "",
-            "seed": "",
-            "renderer": "auto",
-            "prompt": "",
-        }
+        form = create_form(nonces(page.text)[0], name="dora", parameters="h 0 1\ns 0 1\nl 0 1")
         assert c.post("/admin/sessions", data=form, follow_redirects=False).status_code == 303
         page = wait_for_query(c, links(c.get("/admin").text)[0])
         assert page.count('src="data:image/svg+xml;base64,') >= 2  # colour swatches

@@ -62,6 +62,23 @@ class ThreadServer:
         return httpx.Client(base_url=self.url, headers=headers, timeout=120)
 
 
+def create_form(nonce: str, **fields: str) -> dict[str, str]:
+    """The admin page's create form: one parameter ``x`` in [0, 1], random pairs, defaults for
+    the rest; ``fields`` override any of them."""
+    form = {
+        "nonce": nonce,
+        "name": "s",
+        "parameters": "x 0 1",
+        "strategy": "random",
+        "q": "2",
+        "budget": "",
+        "seed": "",
+        "renderer": "auto",
+        "prompt": "",
+    }
+    return {**form, **fields}
+
+
 def nonces(html: str) -> list[str]:
     """The form nonces of a page, in order."""
     return re.findall(r'name="nonce" value="([^"]+)"', html)

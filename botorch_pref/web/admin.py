@@ -40,6 +40,7 @@ __all__ = [
 
 _MAX_NAME = 200
 _MAX_PARAMS = 50
+_MAX_PROMPT = 300
 
 
 async def admin_login(request: Request) -> Response:
@@ -195,7 +196,10 @@ def create_session(state: WebState, form: dict[str, str]) -> WebSession:
         renderer = default_renderer([p[0] for p in params])
     if renderer not in state.renderers.names:
         raise ValueError(f"Unknown renderer {renderer[:60]!r}.")
-    prompt = form.get("prompt", "").strip()[:300] or DEFAULT_PROMPT
+    prompt = form.get("prompt", "").strip()
+    if len(prompt) > _MAX_PROMPT:  # refused, not cut: the page shows what was asked for
+        raise ValueError(f"A question has at most {_MAX_PROMPT} characters, got {len(prompt)}.")
+    prompt = prompt or DEFAULT_PROMPT
     Session.create(
         state.path, name, params, strategy, q, seed, budget=budget, timeout=state.config.db_timeout
     ).close()
@@ -213,13 +217,13 @@ async def admin_create(request: Request) -> Response:
     def create() -> Response:
         try:
             record = create_session(state, form)
-        except SessionExistsError as err:
-            return state.render("admin.html", 409, **_admin_context(state, form, str(err)))
-        except DatabaseBusyError:  # 503, nothing created: the same form may be sent again
+        except ValueError as err:  # SessionError included: nothing was created
+            # so the same form may be sent again (corrected, or after a 503), not a replay
             state.nonces.release("admin", form.get("nonce"))
-            raise
-        except ValueError as err:  # SessionError included
-            return state.render("admin.html", 400, **_admin_context(state, form, str(err)))
+            if isinstance(err, DatabaseBusyError):
+                raise
+            status = 409 if isinstance(err, SessionExistsError) else 400
+            return state.render("admin.html", status, **_admin_context(state, form, str(err)))
         state.preparer.prepare(record.name)
         return RedirectResponse(f"/admin/s/{record.id}", status_code=303)
 

@@ -67,6 +67,23 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _url_host(host: str) -> str:
+    """The host as a URL (and a ``Host`` header) names it: an IPv6 address in brackets."""
+    try:
+        return f"[{host}]" if ipaddress.ip_address(host).version == 6 else host
+    except ValueError:
+        return host
+
+
+def _allowed_hosts(host: str) -> list[str]:
+    """The ``Host`` headers accepted when serving on ``host``: this machine's names for a
+    loopback address (the address itself among them, e.g. ``[::1]`` or ``127.0.0.2``), else
+    any."""
+    if not _is_loopback(host):
+        return ["*"]
+    return sorted({"127.0.0.1", "localhost", "[::1]", _url_host(host).lower()})
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """``serve``: run the server until interrupted.
 
@@ -94,7 +111,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     db = Path(args.db) if args.db else Path(tempfile.mkdtemp(prefix="botorch-pref-")) / "demo.db"
     token = args.token or os.environ.get(ENV_TOKEN) or new_token()
     loopback = _is_loopback(args.host)
-    hosts = ["127.0.0.1", "localhost"] if loopback else ["*"]
+    hosts = _allowed_hosts(args.host)
     config = WebConfig(
         db,
         token,
@@ -107,7 +124,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     app = create_app(config)
     state = app.state.web
-    base = f"http://{args.host}:{args.port}"
+    base = f"http://{_url_host(args.host)}:{args.port}"
     if args.demo:
         name, prompt = make_demo(db, args.demo)
         record = state.record(name, "colour", prompt)

@@ -1,7 +1,7 @@
 """The results view's pictures: the learned utility and the comparison graph (PNG, matplotlib).
 
-Both are drawn on :class:`matplotlib.figure.Figure` objects (no pyplot state), so they are safe
-on the worker threads that hold the sessions' models.
+Both are drawn on :class:`matplotlib.figure.Figure` objects (no pyplot state, no GUI backend),
+in the worker processes that hold the sessions' models (see :func:`botorch_pref.web.held.call`).
 """
 
 from __future__ import annotations

@@ -244,14 +244,17 @@ async def read_form(request: Request) -> dict[str, str]:
         The fields.
 
     Raises:
-        HTTPProblem: 415 for another content type, 400 for a malformed body.
+        HTTPProblem: 415 for another content type, 400 for a malformed body (one that is not
+            UTF-8, escapes included, or has over 100 fields).
     """
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "application/x-www-form-urlencoded":
         raise HTTPProblem(415, "Forms must be sent as application/x-www-form-urlencoded.")
     body = await request.body()
-    try:
-        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=100)
+    try:  # percent-escapes that are not UTF-8 too: refused, not read as U+FFFD
+        fields = parse_qs(
+            body.decode("utf-8"), keep_blank_values=True, errors="strict", max_num_fields=100
+        )
     except (UnicodeDecodeError, ValueError):
         raise HTTPProblem(400, "Malformed form.") from None
     return {k: v[-1] for k, v in fields.items()}
