@@ -47,6 +47,8 @@ from torch import Tensor
 
 from botorch_pref.acquisition.champion import MIN_VARIANCE
 from botorch_pref.acquisition.moments import (
+    MomentFactors,
+    RBFMoments,
     correlation,
     moment_factors,
     moments_from_factors,
@@ -142,7 +144,9 @@ class LookaheadBestCompared(AcquisitionFunction):
     :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with a scaled RBF or Matern kernel
     the joint moments come from the model's cached factors
     (:func:`~botorch_pref.acquisition.moments.moments_from_factors`), for other models from
-    ``model.posterior``. Gradients flow by autograd.
+    ``model.posterior``. Gradients flow by autograd. The compared designs' moments are cached
+    with the model's factors they came from and formed again once those change (new
+    hyperparameters or data): the value always follows the model's current posterior.
 
     Example:
         >>> mean = model.posterior(model.datapoints.unsqueeze(-2)).mean.reshape(-1)
@@ -161,20 +165,39 @@ class LookaheadBestCompared(AcquisitionFunction):
         super().__init__(model=model)
         if not torch.is_tensor(compared) or compared.dim() < 2 or compared.shape[-2] < 1:
             raise ValueError("compared must be a `k x d` or `batch_shape x k x d` tensor, k >= 1.")
+        if not bool(torch.isfinite(compared).all()):
+            raise ValueError("compared contains NaN or infinite values.")
         scale = probit_scale(model) if noise_scale is None else float(noise_scale)
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"noise_scale must be positive and finite, got {noise_scale!r}.")
         self.compared = compared
         self.noise_scale = scale
-        self._factors = moment_factors(model) if supports_rbf_moments(model) else None
-        self._compared = None
-        if self._factors is not None:  # the compared designs' moments, the same for any pair
-            self._compared = moments_from_factors(self._factors, compared.to(self._factors.alpha))
+        self._factors: MomentFactors | None = None
+        self._compared: RBFMoments | None = None
+        self._source: object | None = None  # the model's factors the two above came from
+        self._fused()
+
+    def _fused(self) -> bool:
+        """Whether the moments come from the model's factors; if so, bring the cache up to date.
+
+        The compared designs' moments are the same for any pair, so they are formed once per
+        set of the model's factors (identified by the object the model caches them in).
+        """
+        if not supports_rbf_moments(self.model):
+            self._factors = self._compared = self._source = None
+            return False
+        source = self.model.predictive_factors()[1]
+        if source is not self._source:
+            self._factors = moment_factors(self.model)
+            compared = self.compared.to(self._factors.alpha)
+            self._compared = moments_from_factors(self._factors, compared)
+            self._source = source
+        return True
 
     @t_batch_mode_transform(expected_q=2)
     def forward(self, X: Tensor) -> Tensor:
         """The value of the pairs ``X`` (``batch_shape x 2 x d``); returns ``batch_shape``."""
-        if self._compared is not None:
+        if self._fused():
             mean, c = self._fused_moments(X)
             p, q, first, second = _update(mean, c, self.noise_scale)
         else:

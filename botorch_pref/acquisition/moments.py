@@ -33,6 +33,7 @@ traced by autograd, which costs less.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import NamedTuple
 
 import torch
@@ -49,6 +50,7 @@ __all__ = [
     "RBFMoments",
     "correlation",
     "correlation_slope",
+    "design_centre",
     "moment_factors",
     "moments_from_factors",
     "pair_moments",
@@ -115,7 +117,8 @@ class MomentFactors(NamedTuple):
     r"""What the posterior moments at new designs need from a model, detached.
 
     Attributes:
-        train_Z: ``(batch x) n x d`` transformed training designs divided by the lengthscales.
+        train_Z: ``(batch x) n x d`` transformed training designs divided by the lengthscales,
+            minus ``centre``.
         lengthscale: ``(batch x) 1 x d`` (ARD) or ``(batch x) 1 x 1`` lengthscales.
         outputscale: ``(batch x) 1 x 1`` outputscale :math:`s`.
         alpha: ``(batch x) n x 1`` representer weights :math:`\alpha`.
@@ -123,6 +126,8 @@ class MomentFactors(NamedTuple):
         nu: ``None`` for the RBF kernel, else the Matern kernel's smoothness.
         constant: The prior mean :math:`c` (``mean_module.constant``, zero unless set), which
             shifts every posterior mean.
+        centre: ``(batch x) 1 x d`` shift of the scaled designs (:func:`design_centre`),
+            subtracted from new designs as from the training ones; ``None``: no shift.
     """
 
     train_Z: Tensor
@@ -132,13 +137,15 @@ class MomentFactors(NamedTuple):
     M_t: Tensor
     nu: float | None
     constant: Tensor
+    centre: Tensor | None = None
 
 
 class RBFMoments(NamedTuple):
     r"""Joint posterior moments at ``... x q`` designs, in the form the acquisitions use.
 
     Attributes:
-        Z: ``... x q x d`` designs divided by the lengthscales.
+        Z: ``... x q x d`` designs divided by the lengthscales, minus the factors' ``centre``
+            (differences of designs are all that is read from it).
         outputscale: The outputscale ``s`` (``(batch x) 1 x 1``).
         mean: ``... x q`` posterior means.
         V: ``... x q x r`` covariance-reduction factor: :math:`\Sigma = k(X_*, X_*) - V V^\top`.
@@ -181,7 +188,7 @@ def supports_rbf_moments(model: Model) -> bool:
     It does for a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with data, no input
     transform, a batch shape of at most one dimension, a ``ConstantMean`` (the default) and a
     ``ScaleKernel`` of an ``RBFKernel`` or a ``MaternKernel`` with :math:`\nu \in \{3/2, 5/2\}`
-    on all inputs.
+    on all inputs (``active_dims`` of neither kernel set: the moments scale every input).
     """
     kernel = getattr(model, "covar_module", None)
     if type(kernel) is not ScaleKernel:
@@ -193,10 +200,59 @@ def supports_rbf_moments(model: Model) -> bool:
         and model.datapoints is not None
         and getattr(model, "input_transform", None) is None
         and smooth
+        and kernel.active_dims is None
         and base.active_dims is None
         and len(model.batch_shape) <= 1
         and type(model.mean_module) is ConstantMean
     )
+
+
+def design_centre(Z: Tensor) -> Tensor:
+    r"""A shift of the scaled training designs ``Z`` that keeps expanded squared distances exact.
+
+    :func:`moments_from_factors` expands :math:`\|z - z'\|^2 = \|z\|^2 + \|z'\|^2 - 2 z^\top
+    z'`, whose rounding error is about :math:`\epsilon (\|z\|^2 + \|z'\|^2)`: for designs far
+    from the origin relative to their spread (float32 designs at 100 + [0, 1) with lengthscale
+    0.2 lie 500 lengthscales out) it swamps distances of order one. Shifting all designs by
+    their mean :math:`m` leaves the distances unchanged and brings the error down to
+    :math:`\epsilon` times the squared spread, as GPyTorch's ``sq_dist`` does. The shift is
+    :math:`m_j` only in the coordinates where it matters,
+
+    .. math::
+
+        |m_j| > 4\,(\max_i Z_{ij} - \min_i Z_{ij}) \quad\text{and}\quad |m_j| > 8,
+
+    and exactly zero elsewhere, which leaves every other result unchanged to the bit.
+
+    Args:
+        Z: ``(batch x) n x d`` scaled training designs.
+
+    Returns:
+        The ``(batch x) 1 x d`` shift.
+    """
+    mean = Z.mean(-2, keepdim=True)
+    extent = Z.amax(-2, keepdim=True) - Z.amin(-2, keepdim=True)
+    far = (mean.abs() > 4.0 * extent) & (mean.abs() > 8.0)
+    return torch.where(far, mean, torch.zeros_like(mean))
+
+
+# design_centre per set of a model's cached factors, keyed by the identity of its factor tensor
+# (which the model replaces when the data or the hyperparameters change): an acquisition asks
+# for the factors at every evaluation, and the shift is the same for all of them.
+_CENTRES: dict[int, tuple[weakref.ref[Tensor], Tensor | None]] = {}
+
+
+def _centre_of(key: Tensor, train_Z: Tensor) -> Tensor | None:
+    """:func:`design_centre` of ``train_Z``, or ``None`` where it is zero (nothing to subtract),
+    formed once per ``key``."""
+    entry = _CENTRES.get(id(key))
+    if entry is not None and entry[0]() is key:
+        return entry[1]
+    centre = design_centre(train_Z)
+    for stale in [k for k, (ref, _) in list(_CENTRES.items()) if ref() is None]:
+        _CENTRES.pop(stale, None)
+    _CENTRES[id(key)] = (weakref.ref(key), centre if bool(centre.any()) else None)
+    return _CENTRES[id(key)][1]
 
 
 def moment_factors(model: PairwiseLaplaceGP) -> MomentFactors:
@@ -214,14 +270,17 @@ def moment_factors(model: PairwiseLaplaceGP) -> MomentFactors:
     ls = kernel.base_kernel.lengthscale.detach()  # (batch x) 1 x d or 1 x 1
     M = factors.M.reshape(*batch, *factors.M.shape[-2:])
     outputscale = kernel.outputscale.detach()  # batch or () (a kernel shared by the members)
+    train_Z = train_X / ls
+    centre = _centre_of(factors.M, train_Z)
     return MomentFactors(
-        train_Z=train_X / ls,
+        train_Z=train_Z if centre is None else train_Z - centre,
         lengthscale=ls,
         outputscale=outputscale.reshape(*outputscale.shape, 1, 1).expand(*batch, 1, 1),
         alpha=factors.alpha.reshape(*batch, -1, 1),
         M_t=M.transpose(-1, -2),
         nu=kernel.base_kernel.nu if isinstance(kernel.base_kernel, MaternKernel) else None,
         constant=model.mean_module.constant.detach(),
+        centre=centre,
     )
 
 
@@ -239,6 +298,8 @@ def moments_from_factors(factors: MomentFactors, X: Tensor) -> RBFMoments:
     if X.shape[-1] != Xs.shape[-1]:
         raise ValueError(f"X has {X.shape[-1]} input dimensions, the model has {Xs.shape[-1]}.")
     Zs = X / factors.lengthscale
+    if factors.centre is not None:  # the training designs' shift (design_centre)
+        Zs = Zs - factors.centre
     # squared distances between the options and the designs: ... x q x n
     d2 = (
         Zs.square().sum(-1, keepdim=True)
