@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sqlite3
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +28,7 @@ with warnings.catch_warnings():  # newer Starlette prefers another HTTP client f
 
 from botorch_pref.sessions import Session
 from botorch_pref.web.app import WebConfig, create_app
-from tests.test_web_helpers import ADMIN, create_form, links, nonces, quick_session
+from tests.test_web_helpers import ADMIN, create_form, links, nonces, query_id, quick_session
 
 BEARER = {"authorization": f"Bearer {ADMIN}"}
 
@@ -169,3 +171,136 @@ def test_the_printed_links_work_on_any_loopback_address(
         assert client.get("/", headers={"host": "evil.example"}).status_code == 400
     finally:
         app.state.web.close()
+
+
+def _token(client: TestClient, name: str) -> str:
+    """The answer-link token of a session, from the admin page."""
+    for row in client.get("/admin").text.split("<tr>")[1:]:
+        if f"<td>{name}</td>" in row:
+            return links(row)[0]
+    raise AssertionError(f"no link for {name!r}")
+
+
+def _retracted(path: Path, name: str) -> list[int]:
+    """The query ids of the session's retracted answers."""
+    with Session.open(path, name) as s:
+        return [h.answer.query_id for h in s.history() if h.answer.retracted_at is not None]
+
+
+def _answer(client: TestClient, token: str, page: str) -> None:
+    form = {"nonce": nonces(page)[0], "query_id": str(query_id(page)), "choice": "0"}
+    assert client.post(f"/a/{token}/answer", data=form).status_code == 303
+
+
+def _undo_form(page: str) -> dict[str, str]:
+    """The fields of a page's undo form (its last form)."""
+    form = page.rsplit('class="undo-form"', 1)[1].split("</form>")[0]
+    return dict(re.findall(r'name="([^"]+)" value="([^"]*)"', form))
+
+
+def test_an_undo_from_a_stale_page_retracts_nothing(make_app, tmp_path):
+    """A second tab answered meanwhile: the first tab's undo would retract that answer."""
+    path = tmp_path / "a.db"
+    quick_session(path, "s")
+    client = TestClient(make_app(), headers=BEARER, follow_redirects=False)
+    token = _token(client, "s")
+    with Session.open(path, "s") as s:  # the workers' part: store the queries
+        first = s.ask().id
+    _answer(client, token, client.get(f"/a/{token}").text)
+    with Session.open(path, "s") as s:
+        second = s.ask().id
+    tab1 = client.get(f"/a/{token}").text  # its undo means: retract the answer to `first`
+    tab2 = client.get(f"/a/{token}").text
+    _answer(client, token, tab2)  # the second tab answers `second`
+    r = client.post(f"/a/{token}/undo", data=_undo_form(tab1))
+    assert r.status_code == 409 and "out of date" in r.text
+    assert _retracted(path, "s") == []
+    # the page it answers with undoes what it shows: the answer to `second`
+    r = client.post(f"/a/{token}/undo", data=_undo_form(r.text))
+    assert r.status_code == 303 and _retracted(path, "s") == [second]
+    # and the first tab's form, sent again with a fresh nonce, is still refused
+    stale = {**_undo_form(tab1), "nonce": _undo_form(client.get(f"/a/{token}").text)["nonce"]}
+    r = client.post(f"/a/{token}/undo", data=stale)
+    assert r.status_code == 409 and _retracted(path, "s") == [second]
+    assert first != second
+
+
+def test_the_admins_choices_win_over_a_page_seen_while_creating(make_app, tmp_path, monkeypatch):
+    """A GET of the admin page between the session's creation and its record."""
+    app = make_app()
+    client = TestClient(app, headers=BEARER, follow_redirects=False)
+    create = Session.create
+
+    def create_then_look(*args: Any, **kwargs: Any) -> Session:
+        session = create(*args, **kwargs)
+        assert TestClient(app, headers=BEARER).get("/admin").status_code == 200
+        return session
+
+    monkeypatch.setattr(Session, "create", create_then_look)
+    form = _create_form(client, name="t", renderer="colour", prompt="Which coffee is better?")
+    r = client.post("/admin/sessions", data=form)
+    assert r.status_code == 303
+    monkeypatch.setattr(Session, "create", create)
+    record = app.state.web.tokens().by_name("t")
+    assert (record.renderer, record.prompt) == ("colour", "Which coffee is better?")
+    assert "Which coffee is better?" in client.get(f"/a/{_token(client, 't')}").text
+
+
+def test_a_locked_database_gives_503_within_the_configured_timeout(make_app, tmp_path):
+    """The token table waits ``db_timeout`` for the write lock, then answers 503."""
+    path = tmp_path / "a.db"
+    quick_session(path, "a")
+    app = make_app(db_timeout=0.2)
+    client = TestClient(app, headers=BEARER, raise_server_exceptions=False)
+    assert client.get("/admin").status_code == 200  # the token table is open
+    quick_session(path, "b")  # created elsewhere: the next admin page makes its record
+    lock = sqlite3.connect(path, isolation_level=None)
+    try:
+        lock.execute("BEGIN IMMEDIATE")
+        start = time.monotonic()
+        r = client.get("/admin")
+        assert r.status_code == 503 and "busy" in r.text
+        assert time.monotonic() - start < 10
+    finally:
+        lock.close()
+    r = client.get("/admin")
+    assert r.status_code == 200 and len(links(r.text)) == 2
+
+
+def test_a_session_of_an_unknown_strategy_does_not_break_the_admin_page(make_app, tmp_path):
+    path = tmp_path / "a.db"
+    quick_session(path, "old")
+    quick_session(path, "new")
+    with sqlite3.connect(path) as db:  # as written by a newer version
+        db.execute("UPDATE sessions SET strategy = 'future' WHERE name = 'new'")
+    client = TestClient(make_app(), headers=BEARER, raise_server_exceptions=False)
+    r = client.get("/admin")
+    assert r.status_code == 200
+    assert _token(client, "old")
+    row = next(row for row in r.text.split("<tr>") if "<td>new</td>" in row)
+    assert "unreadable" in row.lower() and "future" in row and "/a/" not in row
+
+
+def test_a_record_left_unstored_by_a_busy_database_is_reported(make_app, tmp_path, monkeypatch):
+    """The session was created, then the lock was taken: 503 says so, the form is spent."""
+    path = tmp_path / "a.db"
+    quick_session(path, "a")
+    client = TestClient(make_app(db_timeout=0.2), headers=BEARER, follow_redirects=False)
+    form = _create_form(client, name="t", prompt="Which coffee is better?")
+    create = Session.create
+    lock = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    def create_then_lock(*args: Any, **kwargs: Any) -> Session:
+        session = create(*args, **kwargs)
+        lock.execute("BEGIN IMMEDIATE")
+        return session
+
+    monkeypatch.setattr(Session, "create", create_then_lock)
+    try:
+        r = client.post("/admin/sessions", data=form)
+    finally:
+        lock.close()
+        monkeypatch.setattr(Session, "create", create)
+    assert r.status_code == 503 and "was created" in r.text
+    assert _names(path) == ["a", "t"]
+    assert client.post("/admin/sessions", data=form).status_code == 409  # a replay

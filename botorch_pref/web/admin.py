@@ -12,7 +12,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from botorch_pref.sessions import DatabaseBusyError, Session, SessionExistsError
+from botorch_pref.loop import STRATEGIES
+from botorch_pref.sessions import DatabaseBusyError, Session, SessionError, SessionExistsError
 from botorch_pref.web.nonces import NonceStatus
 from botorch_pref.web.renderers import default_renderer
 from botorch_pref.web.security import same_token
@@ -58,20 +59,35 @@ async def admin_login(request: Request) -> Response:
 def session_rows(state: WebState) -> list[dict[str, Any]]:
     """Every session of the file with its web record (made for sessions created elsewhere).
 
+    A session this version cannot open (e.g. of a strategy it does not know) gets no record:
+    its row says why (``problem``) instead of giving links.
+
     Args:
         state: The server's state.
 
     Returns:
-        One row per session: ``record``, ``summary``, ``answered``, ``budget``, ``done``.
+        One row per session: ``record`` (``None`` for an unreadable one), ``problem`` (``""``
+        unless unreadable), ``summary``, ``answered``, ``budget``, ``done``.
     """
     if state.tokens() is None:
         return []
     out = []
     for summary in Session.list(state.path):
+        record, problem = None, ""
+        if summary.strategy not in STRATEGIES:
+            problem = f"Unreadable: strategy {summary.strategy!r} is unknown to this version."
+        else:
+            try:
+                record = state.record(summary.name)
+            except DatabaseBusyError:
+                raise
+            except SessionError as err:
+                problem = f"Unreadable: {err}"
         p = summary.progress
         out.append(
             {
-                "record": state.record(summary.name),
+                "record": record,
+                "problem": problem,
                 "summary": summary,
                 "answered": p.answered,
                 "budget": p.budget,
@@ -203,7 +219,16 @@ def create_session(state: WebState, form: dict[str, str]) -> WebSession:
     Session.create(
         state.path, name, params, strategy, q, seed, budget=budget, timeout=state.config.db_timeout
     ).close()
-    return state.record(name, renderer, prompt)
+    tokens = state.tokens()
+    assert tokens is not None  # the file exists now
+    try:  # replace: a page seen since the session was created may have given it the defaults
+        return tokens.ensure(name, renderer, prompt, replace=True)
+    except DatabaseBusyError:  # not a ValueError here: the session exists, the form is spent
+        raise HTTPProblem(
+            503,
+            f"Session {name!r} was created, but the database was too busy to store its renderer "
+            "and question (it has the defaults); create another session to change them.",
+        ) from None
 
 
 async def admin_create(request: Request) -> Response:

@@ -38,9 +38,20 @@ from botorch_pref.web.state import (
 )
 from botorch_pref.web.tokens import WebSession
 
-__all__ = ["answer_context", "answer_page", "answer_post", "parse_choice", "undo_post"]
+__all__ = [
+    "answer_context",
+    "answer_page",
+    "answer_post",
+    "parse_choice",
+    "parse_seen",
+    "undo_post",
+]
 
 ALREADY_ANSWERED = "That question was already answered: here is the next one."
+STALE_UNDO = (
+    "That page was out of date: an answer was given or undone since it was shown, so nothing "
+    "was undone. Here is the page as it is now."
+)
 
 
 def answer_context(state: WebState, record: WebSession) -> dict[str, Any]:
@@ -154,29 +165,62 @@ def parse_choice(form: dict[str, str], q: int) -> tuple[int, dict[str, Any]]:
     raise HTTPProblem(400, f"Unknown choice {choice[:20]!r}.")
 
 
-def _answer(session: Session, form: dict[str, str]) -> bool:
+def _answer(session: Session, form: dict[str, str]) -> str:
+    """Record the form's answer; what the page says when it does not (``""`` when it does)."""
     query_id, answer = parse_choice(form, session.q)
     try:
         session.answer(query_id, **answer)
     except QueryNotPendingError:
-        return False
+        return ALREADY_ANSWERED
     except InvalidAnswerError as err:
         raise HTTPProblem(400, str(err)) from None
-    return True
+    return ""
 
 
-def _undo(session: Session, form: dict[str, str]) -> bool:
+def parse_seen(form: dict[str, str]) -> tuple[int, int] | None:
+    """The answer counts the page of an undo form showed (``answered``, ``retracted``).
+
+    Every answer and every undo changes them, so while they are unchanged the last standing
+    answer is the one that page followed, the one its undo means.
+
+    Args:
+        form: The undo form.
+
+    Returns:
+        ``(answered, retracted)``, or ``None`` for a form that names neither (undo the last).
+
+    Raises:
+        HTTPProblem: 400 for counts that are missing or not whole numbers.
+    """
+    answered, retracted = form.get("answered"), form.get("retracted")
+    if answered is None and retracted is None:
+        return None
+    counts = []
+    for value in (answered, retracted):
+        if value is None or not (value.isascii() and value.isdigit() and len(value) < 19):
+            raise HTTPProblem(400, "The undo form does not say which answer it undoes.")
+        counts.append(int(value))
+    return counts[0], counts[1]
+
+
+def _undo(session: Session, form: dict[str, str]) -> str:
+    """Retract the last answer, the one the form's page followed (``""`` when done)."""
+    seen = parse_seen(form)
+    if seen is not None:  # checked in the undo's own transaction
+        progress = session.progress()
+        if (progress.answered, progress.retracted) != seen:
+            return STALE_UNDO
     try:
         session.undo()
     except DatabaseBusyError:
         raise
     except SessionError:  # nothing to undo
-        return False
-    return True
+        return "There is nothing to undo."
+    return ""
 
 
 async def _post(
-    request: Request, write: Callable[[Session, dict[str, str]], bool], replayed: str, refused: str
+    request: Request, write: Callable[[Session, dict[str, str]], str], replayed: str
 ) -> Response:
     """A POST of the answering page: its nonce, one write, the next query queued, the page.
 
@@ -186,9 +230,8 @@ async def _post(
 
     Args:
         request: The request.
-        write: The write; ``False`` when it did nothing (the page says ``refused``).
+        write: The write; it returns what the page says when it did nothing, else ``""``.
         replayed: What the page says to a replayed form.
-        refused: What the page says when the write did nothing.
 
     Returns:
         A redirect to the page (303), or the page with 409 and a notice.
@@ -203,14 +246,13 @@ async def _post(
         if check_nonce(state, scope, form.get("nonce")) is NonceStatus.REPLAYED:
             return record, replayed
         try:
-            done = state.writes.run(record.name, lambda s: write(s, form))
+            refused = state.writes.run(record.name, lambda s: write(s, form))
         except Exception:  # nothing was written (a busy database, a bad form): may be resent
             state.nonces.release(scope, form.get("nonce"))
             raise
-        if not done:
-            return record, refused
-        state.preparer.prepare(record.name)
-        return record, ""
+        if not refused:
+            state.preparer.prepare(record.name)
+        return record, refused
 
     record, notice = await run_in_threadpool(run)
     if not notice:
@@ -221,9 +263,14 @@ async def _post(
 
 async def answer_post(request: Request) -> Response:
     """POST ``/a/<token>/answer``: record the answer, queue the next query, back to the page."""
-    return await _post(request, _answer, ALREADY_ANSWERED, ALREADY_ANSWERED)
+    return await _post(request, _answer, ALREADY_ANSWERED)
 
 
 async def undo_post(request: Request) -> Response:
-    """POST ``/a/<token>/undo``: retract the last answer; its query is asked again."""
-    return await _post(request, _undo, "That undo was already done.", "There is nothing to undo.")
+    """POST ``/a/<token>/undo``: retract the last answer; its query is asked again.
+
+    The form names the answer counts its page showed: when an answer was given or undone since
+    (in another tab, say), the last answer is not the one that page followed, and the undo is
+    refused with 409 and the page as it is now; nothing is retracted.
+    """
+    return await _post(request, _undo, "That undo was already done.")

@@ -9,7 +9,8 @@ Routes (``<token>`` is a session's capability token, ``<id>`` its opaque admin n
 ``/a/<token>``              GET     the answering page (or "preparing the next question")
 ``/a/<token>/answer``       POST    ``nonce``, ``query_id``, ``choice`` (``0``..``q-1``,
                                     ``tie``, ``skip``)
-``/a/<token>/undo``         POST    ``nonce``
+``/a/<token>/undo``         POST    ``nonce``, ``answered``, ``retracted`` (the counts its
+                                    page showed: 409 when an answer came or went since)
 ``/admin/login?token=``     GET     checks the admin token, sets it as a cookie
 ``/admin``                  GET     sessions with progress and links; the create form
 ``/admin/sessions``         POST    create a session

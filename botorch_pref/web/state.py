@@ -135,7 +135,7 @@ class WebState:
         with self._tokens_lock:
             if self._tokens is None and self.path.exists():
                 Session.list(self.path)  # checks it is a session database before writing
-                self._tokens = TokenStore(self.path)
+                self._tokens = TokenStore(self.path, timeout=self.config.db_timeout)
             return self._tokens
 
     @contextlib.contextmanager

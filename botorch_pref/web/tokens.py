@@ -17,12 +17,12 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import sqlite3
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from botorch_pref.sessions.connection import Connection
 from botorch_pref.sessions.sql import fits_sqlite
 
 __all__ = ["TokenStore", "WebSession", "new_token"]
@@ -77,60 +77,66 @@ class WebSession:
 class TokenStore:
     """The ``web_tokens`` table of a session database (thread-safe).
 
+    Its statements go through a :class:`~botorch_pref.sessions.connection.Connection`: a lock
+    held by another writer for longer than ``timeout`` raises
+    :class:`~botorch_pref.sessions.DatabaseBusyError` (the pages answer 503), as the sessions do.
+
     Args:
         path: The session database file (it must exist).
         timeout: Seconds to wait for another writer's lock.
+
+    Raises:
+        SessionError: When the file cannot be opened, or stays locked (``DatabaseBusyError``).
     """
 
     def __init__(self, path: str | os.PathLike[str], timeout: float = 30.0) -> None:
         self.path = Path(path)
-        uri = f"{self.path.resolve().as_uri()}?mode=rw"
-        self._conn = sqlite3.connect(
-            uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
-        )
+        self._db = Connection(self.path, create=False, timeout=timeout, check_same_thread=False)
         self._lock = threading.Lock()
-        with self._lock:
-            self._conn.execute("PRAGMA synchronous = FULL")
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.execute(_SCHEMA)
-            except BaseException:
-                self._conn.rollback()
-                raise
-            self._conn.execute("COMMIT")
+        try:
+            with self._lock:
+                self._db.execute("PRAGMA synchronous = FULL")
+                with self._db.write():
+                    self._db.execute(_SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         """Close the connection."""
         with self._lock:
-            self._conn.close()
+            self._db.close()
 
     _COLUMNS = "id, session_name, token, renderer, prompt, created_at"
 
-    def ensure(self, name: str, renderer: str, prompt: str) -> WebSession:
+    def ensure(self, name: str, renderer: str, prompt: str, replace: bool = False) -> WebSession:
         """The record of a session, made (with a new token) if it has none.
 
         Args:
             name: The session's name.
             renderer: Renderer for a new record.
             prompt: Question for a new record.
+            replace: Set ``renderer`` and ``prompt`` of an existing record too (its token
+                stays): for a session just created with these settings, whose record another
+                request may have made meanwhile with the defaults.
 
         Returns:
             The record (the existing one when there was one).
         """
         token = new_token()
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.execute(
-                    "INSERT OR IGNORE INTO web_tokens (session_name, token, token_sha256, "
-                    "renderer, prompt, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    (name, token, _digest(token), renderer, prompt, now),
-                )
-            except BaseException:
-                self._conn.rollback()
-                raise
-            self._conn.execute("COMMIT")
+        on_conflict = (
+            "ON CONFLICT (session_name) DO UPDATE SET renderer = excluded.renderer, "
+            "prompt = excluded.prompt"
+            if replace
+            else "ON CONFLICT (session_name) DO NOTHING"
+        )
+        with self._lock, self._db.write():
+            self._db.execute(
+                "INSERT INTO web_tokens (session_name, token, token_sha256, renderer, prompt, "
+                f"created_at) VALUES (?, ?, ?, ?, ?, ?) {on_conflict}",
+                (name, token, _digest(token), renderer, prompt, now),
+            )
         found = self._one("session_name", name)  # this token, or another writer's
         assert found is not None  # records are never deleted
         return found
@@ -178,7 +184,7 @@ class TokenStore:
         if isinstance(value, int) and not fits_sqlite(value):
             return None  # no record has an id SQLite cannot store
         with self._lock:
-            row = self._conn.execute(
+            rows = self._db.rows(
                 f"SELECT {self._COLUMNS} FROM web_tokens WHERE {column} = ?", (value,)
-            ).fetchone()
-        return None if row is None else WebSession(*row)
+            )
+        return WebSession(*rows[0]) if rows else None
