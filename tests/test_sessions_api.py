@@ -657,3 +657,21 @@ def test_flags_given_as_numpy_booleans_are_answers(session):
     query = session.ask()
     assert session.answer(query.id, tie=np.bool_(True), skip=np.bool_(False)).kind == "tie"
     assert session.answer(session.ask().id, 1, skip=None, tie=0).kind == "winner"
+
+
+@pytest.mark.parametrize("name", ["alice ", " alice", "\talice"])
+def test_a_session_name_with_spaces_at_its_ends_is_refused(db, name):
+    """Such a name is awkward to open again from a shell, where spaces are trimmed."""
+    with pytest.raises(SessionError, match="without spaces at its ends"):
+        Session.create(db, name, PARAMS, **FAST)
+    assert not db.exists()
+
+
+def test_a_csv_that_repeats_a_column_is_refused(tmp_path, db, session):
+    """csv.DictReader would keep the last of two 'x' columns: the import would change a value."""
+    path = tmp_path / "twice.csv"
+    path.write_text("query_id,option,x,y,x,winner\n1,0,0.1,0.0,0.9,0\n1,1,0.2,0.0,0.8,0\n")
+    before = snapshot(db)
+    with pytest.raises(ImportFormatError, match=r"repeats the columns \['x'\]"):
+        session.import_comparisons(path)
+    assert snapshot(db) == before

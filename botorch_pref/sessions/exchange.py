@@ -239,7 +239,11 @@ def _parse_csv(text: str, parameters: Sequence[tuple[str, float, float]]) -> lis
         rows = list(reader)
     except csv.Error as err:
         raise ImportFormatError(f"Malformed CSV: {err}") from None
-    header = set(reader.fieldnames or ())  # read with the header, even without rows
+    fields = list(reader.fieldnames or ())  # read with the header, even without rows
+    repeated = sorted({f for f in fields if fields.count(f) > 1})
+    if repeated:  # DictReader would keep the last of them
+        raise ImportFormatError(f"The CSV repeats the columns {repeated}.")
+    header = set(fields)
     names = [p[0] for p in parameters]
     missing = [c for c in ("query_id", "option", *names) if c not in header]
     if missing:

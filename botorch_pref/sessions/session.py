@@ -126,8 +126,10 @@ class Session(Closing):
             SessionError: For bad settings, an existing name, or a file that is not a session
                 database (subclasses say which).
         """
-        if not isinstance(name, str) or not name.strip():
-            raise SessionError(f"A session name is a non-empty string, got {name!r}.")
+        if not isinstance(name, str) or not name.strip() or name != name.strip():
+            raise SessionError(
+                f"A session name is a non-empty string without spaces at its ends, got {name!r}."
+            )
         params = normalize_parameters(parameters)
         settings = check_settings(params, strategy, q, seed, budget, dict(optimizer_options))
         budget = None if budget is None else int(budget)  # checked: a numpy integer too
