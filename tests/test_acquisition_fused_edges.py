@@ -25,6 +25,7 @@ from botorch_pref.acquisition import (
     make_eubo,
     make_qeubo,
     moment_factors,
+    moments_from_factors,
     rbf_predictive_moments,
 )
 
@@ -125,3 +126,27 @@ def test_fused_moments_in_float32_keep_their_accuracy_far_from_the_origin():
     )
     # designs spread over the unit cube are not shifted: their results stay as they were
     assert moment_factors(PairwiseLaplaceGP(X.float(), C)).centre is None
+
+
+def test_a_batched_constant_mean_shifts_each_member_by_its_own_constant():
+    """A ``ConstantMean`` with the model's batch shape: member ``b``'s means move by ``c_b``,
+    on the posterior path and in the fused moments (it once shifted the ``q`` points instead,
+    silently when ``q`` equalled the batch size)."""
+    from gpytorch.means import ConstantMean
+
+    gen = torch.Generator().manual_seed(3)
+    X = torch.rand(2, 6, 2, generator=gen, dtype=DT)
+    C = torch.tensor([[0, 1], [2, 3], [4, 5]]).expand(2, 3, 2)
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=2, batch_shape=torch.Size([2])))
+    model = PairwiseLaplaceGP(X, C, covar_module=kernel.to(DT)).eval()
+    points = torch.rand(2, 2, 2, generator=gen, dtype=DT)  # q = 2 = the batch size
+    with torch.no_grad():
+        base = model.posterior(points).mean.squeeze(-1)
+        mean_module = ConstantMean(batch_shape=torch.Size([2])).to(DT)
+        mean_module.constant.copy_(torch.tensor([1.0, -1.0], dtype=DT))
+        model.mean_module = mean_module
+        shifted = model.posterior(points).mean.squeeze(-1)
+        fused = moments_from_factors(moment_factors(model), points).mean
+    want = torch.tensor([[1.0, 1.0], [-1.0, -1.0]], dtype=DT)
+    torch.testing.assert_close(shifted - base, want)
+    torch.testing.assert_close(fused, shifted)

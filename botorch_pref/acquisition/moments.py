@@ -44,6 +44,7 @@ from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
+from botorch_pref.models.posterior import prior_constant
 
 __all__ = [
     "MomentFactors",
@@ -279,7 +280,7 @@ def moment_factors(model: PairwiseLaplaceGP) -> MomentFactors:
         alpha=factors.alpha.reshape(*batch, -1, 1),
         M_t=M.transpose(-1, -2),
         nu=kernel.base_kernel.nu if isinstance(kernel.base_kernel, MaternKernel) else None,
-        constant=model.mean_module.constant.detach(),
+        constant=prior_constant(model.mean_module).detach(),
         centre=centre,
     )
 

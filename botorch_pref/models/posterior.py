@@ -31,11 +31,26 @@ from botorch.posteriors.posterior import Posterior
 from gpytorch.distributions import MultivariateNormal
 from linear_operator.operators import DenseLinearOperator
 from torch import Tensor
+from torch.nn import Module
 
 from botorch_pref.models.data import PreferenceInputError, validate_test_points
 from botorch_pref.models.prediction import laplace_predict
 
-__all__ = ["LaplacePosteriorMixin"]
+__all__ = ["LaplacePosteriorMixin", "prior_constant"]
+
+
+def prior_constant(mean_module: Module) -> Tensor:
+    """The prior mean's constant, shaped to add to ``... x q`` means: a scalar, or one per
+    batch member (``batch_shape x 1``) for a batched ``ConstantMean``.
+
+    Args:
+        mean_module: The model's ``ConstantMean``.
+
+    Returns:
+        The constant (with its autograd graph).
+    """
+    c = mean_module.constant
+    return c.unsqueeze(-1) if c.dim() > 0 else c
 
 
 class LaplacePosteriorMixin:
@@ -49,7 +64,7 @@ class LaplacePosteriorMixin:
         """Posterior (or prior) mean and covariance at ``X`` (``... x q x d``, transformed)."""
         # The likelihood sees utility differences only, so with the prior mean c (PairwiseGP's
         # ConstantMean, frozen at zero) the posterior is the zero-mean one shifted by c.
-        c = self.mean_module.constant
+        c = prior_constant(self.mean_module)
         if not self._has_data():
             K = self.covar_module(X).to_dense()
             mean = torch.zeros(K.shape[:-1], dtype=X.dtype, device=X.device)
