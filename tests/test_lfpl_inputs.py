@@ -1,4 +1,4 @@
-"""Audit of the LFPL module: inputs once accepted silently or failing deep inside torch."""
+"""LFPL inputs once accepted silently or failing deep inside torch, now refused by name."""
 
 from __future__ import annotations
 

@@ -34,6 +34,8 @@ This module registers :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` w
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 from ax.adapter.torch import TorchAdapter
@@ -151,7 +153,15 @@ def preference_surrogate_spec(
 
     Returns:
         The spec.
+
+    Raises:
+        TypeError: if ``model_config`` is neither a ``ModelConfig`` nor ``None``.
     """
+    if model_config is not None and not isinstance(model_config, ModelConfig):
+        raise TypeError(
+            f"model_config must be an Ax ModelConfig or None, got {type(model_config).__name__} "
+            "(see preference_model_config)."
+        )
     configs = dict(kwargs.pop("metric_to_model_configs", None) or {})
     if PREFERENCE_METRIC in configs:
         raise ValueError(
@@ -186,13 +196,19 @@ def get_preference_adapter(
         The fitted adapter.
 
     Raises:
-        DataRequiredError: if ``data`` is empty.
+        TypeError: if ``experiment``, ``data`` or ``model_config`` is of the wrong type.
+        DataRequiredError: if ``data`` holds no ``"pairwise_pref_query"`` row.
     """
-    if data.df.empty:
+    for name, value, kind in (("experiment", experiment, Experiment), ("data", data, Data)):
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} must be an Ax {kind.__name__}, got {type(value).__name__}.")
+    df = data.df
+    if df.empty or "metric_name" not in df or not (df["metric_name"] == PREFERENCE_METRIC).any():
         raise DataRequiredError(
-            "No preference data available. At least one pairwise comparison is required to "
-            "fit the preference model."
+            f"No preference data available ({PREFERENCE_METRIC!r} rows). At least one pairwise "
+            "comparison is required to fit the preference model."
         )
+    spec = preference_surrogate_spec(model_config)
     metric = Metric(name=PREFERENCE_METRIC)
     if PREFERENCE_METRIC not in experiment.metrics:
         experiment.add_tracking_metric(metric)
@@ -202,7 +218,7 @@ def get_preference_adapter(
         data=data,
         optimization_config=OptimizationConfig(objective=Objective(metric=metric, minimize=False)),
         fit_tracking_metrics=False,
-        generator=BoTorchGenerator(surrogate_spec=preference_surrogate_spec(model_config)),
+        generator=BoTorchGenerator(surrogate_spec=spec),
         transforms=[],
     )
 
@@ -246,8 +262,9 @@ def add_comparison(
         The completed trial.
 
     Raises:
-        ValueError: if an arm's parameters are not exactly the search space's or lie outside
-            it, or if both arms are the same design; nothing is added to the experiment then.
+        ValueError: if an arm's parameters are not exactly the search space's, are NaN or lie
+            outside it, or if both arms are the same design; nothing is added to the experiment
+            then.
     """
     names = set(experiment.search_space.parameters)
     if dict(winner) == dict(loser):
@@ -257,6 +274,10 @@ def add_comparison(
             raise ValueError(
                 f"{what} must give exactly the parameters {sorted(names)}, got {sorted(params)}."
             )
+        for name, value in params.items():
+            # Ax's range check compares, and every comparison with NaN is False.
+            if isinstance(value, numbers.Real) and math.isnan(value):
+                raise ValueError(f"{what} parameter {name!r} is nan; a design needs numbers.")
         if not experiment.search_space.check_membership(dict(params)):
             raise ValueError(f"{what} {params} lies outside the search space.")
     if PREFERENCE_METRIC not in experiment.metrics:

@@ -358,6 +358,8 @@ def run_train(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if not out.parent.is_dir():
         raise FileNotFoundError(f"no such directory for --out: {out.parent}")
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory; give the file to write the model to.")
     raw, data = _load_data(args.data, args.min_rating)
     train = data
     if args.holdout != "none":
@@ -377,7 +379,7 @@ def run_train(args: argparse.Namespace) -> int:
         if rank != 0:
             return 0
         rec.info["processes"] = world
-    rec.save(out)
+    _save(rec, out)
     print(
         f"LFPL/IF: {len(train)} training interactions, {data.n_users} users, {data.n_items} "
         f"items; {fit.epochs_run} epochs in {fit.seconds:.1f} s (final loss "
@@ -385,6 +387,15 @@ def run_train(args: argparse.Namespace) -> int:
         f"{os.environ.get('OMP_WAIT_POLICY')}); saved to {out}"
     )
     return 0
+
+
+def _save(rec: Any, out: Path) -> None:
+    """Write ``rec`` to ``out``; a file that cannot be written is one ``ValueError``."""
+    try:
+        rec.save(out)
+    except (OSError, RuntimeError) as err:  # torch.save reports some OS errors as RuntimeError
+        reason = getattr(err, "strerror", None) or str(err).strip().splitlines()[-1]
+        raise ValueError(f"cannot write --out {out}: {reason}") from None
 
 
 def run_recommend(args: argparse.Namespace) -> int:

@@ -44,13 +44,22 @@ def shard_by_user(data: ImplicitFeedback, rank: int, world_size: int) -> Implici
         world_size: Number of processes.
 
     Returns:
-        The shard (it may hold no interaction for a tiny data set: then it raises).
+        The shard.
+
+    Raises:
+        ValueError: If any process's shard would hold no interaction (a tiny data set). Every
+            process raises, not only the empty one: the others would otherwise wait for it in
+            the first collective.
     """
     if not 0 <= rank < world_size:
         raise ValueError(f"rank must lie in [0, {world_size}), got {rank}.")
-    keep = data.users % world_size == rank
-    if not bool(keep.any()):
-        raise ValueError(f"process {rank} of {world_size} gets no interaction: too few users.")
+    owners = data.users % world_size
+    empty = (torch.bincount(owners, minlength=world_size) == 0).nonzero()
+    if empty.numel() > 0:
+        raise ValueError(
+            f"process {int(empty[0, 0])} of {world_size} gets no interaction: too few users."
+        )
+    keep = owners == rank
     return ImplicitFeedback(data.pairs[keep], data.n_users, data.n_items)
 
 
