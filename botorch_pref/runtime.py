@@ -25,7 +25,14 @@ from contextlib import contextmanager
 
 import torch
 
-__all__ = ["USER_SETTINGS", "add_command", "default_threads", "entry_threads", "positive_int"]
+__all__ = [
+    "USER_SETTINGS",
+    "add_command",
+    "default_threads",
+    "entry_threads",
+    "nonnegative_int",
+    "positive_int",
+]
 
 #: Environment variables by which a user chooses the thread count.
 USER_SETTINGS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -109,10 +116,23 @@ def positive_int(text: str) -> int:
     Raises:
         argparse.ArgumentTypeError: ``text`` is not an integer, or is below 1.
     """
+    return _int_at_least(text, 1)
+
+
+def nonnegative_int(text: str) -> int:
+    """An ``argparse`` type: the integer ``text`` names, which must be at least 0 (a seed).
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is not an integer, or is negative.
+    """
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
     return value

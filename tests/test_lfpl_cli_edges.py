@@ -62,3 +62,17 @@ def test_shard_by_user_refuses_on_every_rank_when_any_rank_would_be_empty():
             shard_by_user(data, rank, 3)
     shards = [shard_by_user(data, rank, 2) for rank in range(2)]
     assert [len(s) for s in shards] == [2, 1]
+
+
+@pytest.mark.parametrize("command", ["train", "implicit", "synthetic"])
+def test_every_command_refuses_a_negative_seed(tmp_path, capsys, command):
+    """``train`` refused one deep in the recommender; ``implicit`` and ``synthetic`` ran."""
+    args = ["lfpl", command, "--seed", "-1"]
+    if command != "synthetic":
+        args += ["--data", str(_ratings(tmp_path))]
+    if command == "train":
+        args += ["--out", str(tmp_path / "m.pt")]
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2
+    assert "--seed: must be at least 0, got -1" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from botorch_pref.lfpl.runtime import lfpl_threads, reexec_with_passive_openmp
-from botorch_pref.runtime import add_command, positive_int
+from botorch_pref.runtime import add_command, nonnegative_int, positive_int
 
 __all__ = ["add_arguments"]
 
@@ -156,7 +156,7 @@ def _hyper(parser: argparse.ArgumentParser) -> None:
 
 
 def _common(parser: argparse.ArgumentParser, progress_flag: bool = True) -> None:
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=nonnegative_int, default=0)
     _device_arg(parser)
     parser.add_argument(
         "--threads",
