@@ -36,8 +36,8 @@ class Hyperparameters(NamedTuple):
         values = {name: p.detach().clone() for name, p in model.named_parameters()}
         return cls(values, n_answers)
 
-    def load_into(self, model: Model) -> None:
-        """Copy the values into ``model``'s parameters (and put it in eval mode).
+    def check(self, model: Model) -> None:
+        """Check that the values fit ``model``'s parameters, changing nothing.
 
         Raises:
             ValueError: If the names or shapes differ from the model's parameters.
@@ -51,6 +51,16 @@ class Hyperparameters(NamedTuple):
                 f"{ {k: tuple(p.shape) for k, p in params.items()} }, got "
                 f"{ {k: tuple(v.shape) for k, v in self.values.items()} }."
             )
+
+    def load_into(self, model: Model) -> None:
+        """Copy the values into ``model``'s parameters (and put it in eval mode).
+
+        Raises:
+            ValueError: If the names or shapes differ from the model's parameters (see
+                :meth:`check`); the model is then unchanged.
+        """
+        self.check(model)
+        params = dict(model.named_parameters())
         with torch.no_grad():
             for name, v in self.values.items():
                 params[name].copy_(v.to(params[name]))

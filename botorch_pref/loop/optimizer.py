@@ -52,7 +52,7 @@ from botorch_pref.loop.records import (
     check_bounds,
     check_designs,
     check_query,
-    same_record,
+    extends,
 )
 from botorch_pref.loop.state import LoopState
 from botorch_pref.models.factories import ModelFactory
@@ -387,17 +387,11 @@ class PreferenceOptimizer:
         self._record(check_query(query, self._state.bounds), winner, ranking, tie)
 
     def _record(
-        self,
-        X: Tensor,
-        winner: Any | None,
-        ranking: Any | None,
-        tie: bool,
-        refit: bool = True,
-        update_models: bool = True,
+        self, X: Tensor, winner: Any | None, ranking: Any | None, tie: bool, defer: bool = False
     ) -> None:
-        """Validate the answer, then record it (the state changes only if all succeeds)."""
+        """Validate the answer, then record it, all or nothing (``defer``: no fit or update)."""
         answer = validate_answer(X.shape[0], winner, ranking, tie=tie, ties=self.ties, skips=False)
-        self._state.record_answers([X], [answer], refit=refit, update_models=update_models)
+        self._state.record_answers([X], [answer], refit=not defer, update_models=not defer)
         self._pending = None
 
     # -------------------------------------------------------------------- best
@@ -449,7 +443,7 @@ class PreferenceOptimizer:
         the run's ``hyperparameters`` (:attr:`hyperparameters`), records up to their
         ``n_answers`` enter without fitting and those values are loaded there: the run's state
         and next :meth:`ask` without the cost of its fits (ignored when the optimiser holds
-        more than ``n_answers`` answers, or ``records`` fewer).
+        ``n_answers`` answers or more, or ``records`` fewer).
 
         Args:
             records: :class:`~botorch_pref.loop.records.QueryRecord` s, or tuples
@@ -462,29 +456,34 @@ class PreferenceOptimizer:
 
         Raises:
             InvalidAnswerError: For a malformed record or answer (records before it are kept).
-            ValueError: For a malformed query, or hyperparameters that do not fit the model.
+            ValueError: For a malformed query (likewise), or hyperparameters that do not fit
+                the model (then none of the new records is kept).
         """
         records = [as_record(i, r) for i, r in enumerate(records)]
         n = self.n_queries
-        if n > len(records) or any(
-            not same_record(a, b) for a, b in zip(self.history, records[:n], strict=False)
-        ):
+        if not extends(records, self.history):
             self._state.reset()
             self._pending = None
             n = 0
         h = hyperparameters
-        if h is not None and not (n <= h.n_answers <= len(records)):
-            h = None
+        if h is not None and not (n < h.n_answers <= len(records)):
+            h = None  # no record before its fit is added: it is not used
+        if h is not None and self.model is not None:
+            h.check(self.model)  # a misfit raises before any record changes the state
         deferred = False  # answers up to the stored fit enter the model in one update
         try:
             for k, (query, winner, ranking, tie) in enumerate(records[n:], start=n + 1):
                 X = check_query(query, self._state.bounds)
                 deferred = h is not None and k <= h.n_answers
-                self._record(
-                    X, winner, ranking, tie, refit=not deferred, update_models=not deferred
-                )
+                self._record(X, winner, ranking, tie, defer=deferred)
                 if h is not None and k == h.n_answers:
-                    self._state.adopt(h)
+                    try:
+                        self._state.adopt(h)
+                    except ValueError:
+                        if n == 0:  # a misfit found only now: no answer is left without a fit
+                            deferred = False
+                            self._state.reset()
+                        raise
                     deferred = False
         finally:
             if deferred:  # a bad record: the answers before it are kept, the model catches up

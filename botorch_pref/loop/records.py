@@ -40,6 +40,7 @@ __all__ = [
     "check_bounds",
     "check_designs",
     "check_query",
+    "extends",
     "member_data",
     "same_record",
     "stack_data",
@@ -272,6 +273,13 @@ def same_record(held: QueryRecord, given: QueryRecord) -> bool:
     return (held.winner, held.ranking, held.tie) == (winner, None, bool(given.tie))
 
 
+def extends(given: Sequence[QueryRecord], held: Sequence[QueryRecord]) -> bool:
+    """Whether the ``given`` records start with the ``held`` ones (:func:`same_record`)."""
+    return len(held) <= len(given) and all(
+        same_record(a, b) for a, b in zip(held, given[: len(held)], strict=True)
+    )
+
+
 def check_bounds(bounds: Tensor | Sequence[Sequence[float]], tkwargs: dict[str, Any]) -> Tensor:
     """``bounds`` as a finite ``2 x d`` tensor with lower < upper, else a ``ValueError``."""
     b = torch.as_tensor(bounds).to(**tkwargs)
@@ -299,7 +307,8 @@ def check_designs(X: Tensor | Sequence[Sequence[float]], bounds: Tensor) -> Tens
 
 
 def check_query(query: Tensor | Sequence[Sequence[float]], bounds: Tensor) -> Tensor:
-    """A query as a ``q' x d`` tensor (``q' >= 2``, finite, distinct rows, inside bounds)."""
+    """A query as a ``q' x d`` tensor (``q' >= 2``, finite, distinct rows, inside bounds up to
+    rounding)."""
     try:
         X = query if torch.is_tensor(query) else torch.as_tensor(query, dtype=bounds.dtype)
     except (TypeError, ValueError, RuntimeError) as err:
@@ -313,7 +322,10 @@ def check_query(query: Tensor | Sequence[Sequence[float]], bounds: Tensor) -> Te
     if not bool(torch.isfinite(X).all()):
         raise ValueError("query contains NaN or infinite values.")
     lower, upper = bounds
-    slack = 1e-9 * (upper - lower)
+    # A tolerance of 1e-9 of the range, and of a few rounding steps of the dtype: the unit
+    # cube's upper face maps to lower + (upper - lower), which may round past upper.
+    eps = torch.finfo(X.dtype).eps
+    slack = 1e-9 * (upper - lower) + 4 * eps * (upper.abs() + lower.abs())
     if bool((X < lower - slack).any() or (X > upper + slack).any()):
         raise ValueError("query has designs outside bounds.")
     if bool((X.unsqueeze(0) == X.unsqueeze(1)).all(-1).triu(1).any()):

@@ -116,8 +116,13 @@ class ReplicationResults:
         return _log10_regret(self.regret_compared)
 
     def log_regret_after(self, k: int) -> Tensor:
-        """``R`` log10 regrets after ``k`` acquisition queries (``k = 0``: after the initial)."""
-        i = self.n_initial + k - 1
+        """``R`` log10 regrets after ``k`` acquisition queries (``k = 0``: after the initial).
+
+        Raises:
+            ValueError: For a ``k`` that is not a count (``-1`` is not the last: use
+                :meth:`log_regret`), or one past the runs' answers.
+        """
+        i = self.n_initial + nonnegative_int(k, "k") - 1
         if not 0 <= i < self.regret.shape[1]:
             raise ValueError(f"no answer {i + 1}: the runs have {self.regret.shape[1]} answers.")
         return self.log_regret()[:, i]

@@ -474,9 +474,9 @@ class LoopState:
         if among == "anywhere":
             x, mean, std = self.maximise_mean(r)
             hit = (self.record.designs(r, unit=True) == x).all(-1).nonzero().flatten().tolist()
-            return Recommendation(
-                self.from_unit(x), float(mean), float(std), hit[0] if hit else None
-            )
+            i = hit[0] if hit else None  # a compared design: as given, not mapped back and forth
+            x = self.from_unit(x) if i is None else self.record.designs(r)[i].clone()
+            return Recommendation(x, float(mean), float(std), i)
         mean, std = self.moments(r)
         i = int(mean.argmax())
         return Recommendation(self.record.designs(r)[i].clone(), float(mean[i]), float(std[i]), i)
