@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -119,16 +120,22 @@ def run_demo(
         seed: Seed of the optimiser and of the user's answers.
         model: ``"laplace"`` or ``"pairwisegp"``.
         device: Device of the model (default CPU).
-        output: PNG path, or ``None`` for no figure.
+        output: PNG path (``.png`` is added to a name without a suffix), or ``None`` for no
+            figure.
         progress: Show a progress bar (on stderr).
         stream: Where the table goes (default stdout).
 
     Returns:
         A :class:`DemoResult`.
+
+    Raises:
+        ValueError: For bad options, or an ``output`` that cannot be written (checked before
+            the run).
     """
     stream = sys.stdout if stream is None else stream
     if int(queries) != queries or queries < 0:
         raise ValueError(f"queries must be a non-negative integer, got {queries!r}.")
+    figure = None if output is None else _figure_path(output)
     dev = _resolve_device(device)
     utility = get_utility(problem)
     scale = calibrate_noise(utility, error_rate=error_rate, noise=noise)
@@ -159,10 +166,43 @@ def run_demo(
             "query",
             file=stream,
         )
-    if output is not None and total:
-        result.figure = plot_demo(result, utility, Path(output))
+    if figure is not None and total:
+        try:
+            result.figure = plot_demo(result, utility, figure)
+        except OSError as err:  # a read-only file system, a full disk
+            raise ValueError(f"Cannot write the figure {figure}: {err.strerror or err}") from None
         print(f"figure written to {result.figure}", file=stream)
     return result
+
+
+def _figure_path(output: str | Path) -> Path:
+    """The file the figure will be written to, checked before the run.
+
+    Args:
+        output: The path asked for; matplotlib saves a name without a suffix as ``name.png``.
+
+    Returns:
+        The path of the file written.
+
+    Raises:
+        ValueError: When it is a directory, or its directory cannot be made or written in.
+    """
+    path = Path(output)
+    if path.name and not path.suffix:
+        path = path.with_name(path.name.rstrip(".") + ".png")
+    try:
+        if not path.name or path.is_dir():
+            raise ValueError(f"--output {str(output)!r} is a directory; name the PNG file.")
+        parent = path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            raise ValueError(
+                f"Cannot write the figure to {path}: {parent} is not a writable directory."
+            )
+    except OSError as err:
+        raise ValueError(f"Cannot write the figure to {path}: {err.strerror or err}") from None
+    return path
 
 
 def _ask_and_answer(

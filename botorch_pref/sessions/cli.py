@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -190,6 +191,11 @@ def _parse_param(spec: str) -> tuple[str, float, float]:
         raise ValueError(f"--param {spec!r}: LOW and HIGH must be numbers.") from None
 
 
+def _shell(*words: object) -> str:
+    """``words`` as a shell reads them back (a name or path with spaces is quoted)."""
+    return " ".join(shlex.quote(str(w)) for w in words)
+
+
 def cmd_create(args: argparse.Namespace) -> int:
     """``session create``."""
     from botorch_pref.sessions.session import Session
@@ -211,7 +217,7 @@ def cmd_create(args: argparse.Namespace) -> int:
             f"Created session {s.name!r} in {args.db}: {describe_params(s.parameters)}; "
             f"strategy {s.strategy}, q = {s.q}, seed {s.seed}."
         )
-        print(f"Start it with: botorch-pref session run {args.db} {s.name}")
+        print(f"Start it with: botorch-pref session run {_shell(args.db, s.name)}")
     return 0
 
 
@@ -223,7 +229,7 @@ def cmd_run(args: argparse.Namespace, s: Any) -> int:
     except KeyboardInterrupt:
         print(
             f"\nInterrupted. Every answer given is saved; resume with: botorch-pref "
-            f"session run {args.db} {s.name}"
+            f"session run {_shell(args.db, s.name)}"
         )
         return 130
 

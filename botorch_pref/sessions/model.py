@@ -12,7 +12,10 @@ rebuilds a reopened session without refitting, with the same data, hyperparamete
 query as the process that recorded the answers.
 
 A query with a standing skip or tie is never proposed twice: uniformly random options (seeded by
-the session's seed and the numbers of answers) are asked instead.
+the session's seed and the numbers of answers) are asked instead. Options count as the same when
+they differ by at most :data:`SAME_OPTION_TOL` of each parameter's range, so a query a batched step
+made (see :mod:`~botorch_pref.sessions.batch`) is not asked again when the session's own optimiser
+reaches it up to rounding.
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ from botorch_pref.sessions.records import (
 )
 from botorch_pref.sessions.settings import stored_options
 
-__all__ = ["NextQuery", "Proposal", "SessionModel"]
+__all__ = ["SAME_OPTION_TOL", "NextQuery", "Proposal", "SessionModel"]
 
 _STREAM_FALLBACK = 0x5E55
+
+#: Options differing by at most this fraction of each parameter's range are the same option.
+SAME_OPTION_TOL = 1e-3
 
 
 class NextQuery:
@@ -160,6 +166,8 @@ class SessionModel:
         return _matching_fit(state.fits, self.choices(state)[:-1])
 
     def _sync(self, records: list[QueryRecord], fit: Hyperparameters | None) -> PreferenceOptimizer:
+        if self._opt is not None and fit is not None and _misses(self._opt, fit):
+            self._opt = None  # it fitted answers it holds otherwise than the stored fit says
         if self._opt is None:
             self._opt = PreferenceOptimizer(self.bounds, **self.settings)
         try:
@@ -209,7 +217,7 @@ class SessionModel:
         unusable = {
             state.query(a.query_id).options for a in state.standing() if a.kind in ("skip", "tie")
         }
-        if tuple(map(tuple, designs)) in unusable:
+        if self._repeats(designs, unusable):
             designs = self._random_designs(len(choices), len(unusable))
         return NextQuery(designs, self._new_fit(fit, state, choices), self._best(rec, choices))
 
@@ -229,6 +237,17 @@ class SessionModel:
         x = dict(zip(self._row.names, rec.x.tolist(), strict=True))
         return StoredBest(len(choices), choices[-1].id, Best(x, rec.mean, rec.std, rec.index))
 
+    def _repeats(self, designs: list[list[float]], unusable: set[tuple]) -> bool:
+        """Whether ``designs`` are the options of an unusable query, up to rounding."""
+        x = np.asarray(designs, dtype=np.float64)
+        low, high = (np.asarray(b, dtype=np.float64) for b in self.bounds)
+        tol = SAME_OPTION_TOL * (high - low)
+        for options in unusable:
+            other = np.asarray(options, dtype=np.float64)
+            if other.shape == x.shape and bool(np.all(np.abs(other - x) <= tol)):
+                return True
+        return False
+
     def _random_designs(self, n_choices: int, n_unusable: int) -> list[list[float]]:
         """``q`` uniform designs, seeded by the seed and the numbers of answers."""
         ss = np.random.SeedSequence([self._row.seed, n_choices, n_unusable, _STREAM_FALLBACK])
@@ -243,6 +262,23 @@ def _record(answer: Answer, state: SessionState) -> QueryRecord:
     if answer.kind == "tie":
         return QueryRecord(query, None, None, True)
     return QueryRecord(query, answer.winner, answer.ranking, False)
+
+
+def _misses(opt: PreferenceOptimizer, fit: Hyperparameters) -> bool:
+    """Whether ``opt`` holds the answers up to ``fit`` but not its values (``sync`` keeps
+    what it holds): another process, or a batched step, stored its own fit for them."""
+    held = opt.hyperparameters
+    if fit.n_answers > opt.n_queries or (held is not None and held.n_answers > fit.n_answers):
+        return False  # sync loads the fit; or the optimiser refitted since, from a checked state
+    if held is None:
+        return True
+    if held.values.keys() != fit.values.keys() or any(
+        v.shape != fit.values[n].shape for n, v in held.values.items()
+    ):
+        return False  # a fit that does not fit the model: the optimiser refitted instead
+    return held.n_answers != fit.n_answers or any(
+        not torch.equal(v, fit.values[n].to(v)) for n, v in held.values.items()
+    )
 
 
 def _matching_fit(fits: tuple[StoredFit, ...], choices: list[Answer]) -> Hyperparameters | None:

@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import shlex
 import string
 import sys
 from collections.abc import Callable
@@ -314,10 +315,10 @@ def run_loop(
         if outcome == "quit":
             break
         given += outcome == "answered"
-    where = f" {db}" if db else " DB"
+    where = shlex.quote(str(db)) if db else "DB"
     term.say(
-        f"Saved: {session.progress().answered} answers. Resume with: botorch-pref session run"
-        f"{where} {session.name}"
+        f"Saved: {session.progress().answered} answers. Resume with: botorch-pref session run "
+        f"{where} {shlex.quote(session.name)}"
     )
     return 0
 
