@@ -113,3 +113,15 @@ def test_entry_threads_default_and_restore(monkeypatch):
     with pytest.raises(TypeError, match="threads"):
         with entry_threads(True):
             pass
+
+
+def test_ctrl_c_is_one_line_and_status_130(capsys, monkeypatch):
+    """Interrupting a command prints no traceback and exits as the shell expects."""
+
+    def interrupted(**kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("botorch_pref.demo.run_demo", interrupted)
+    assert main(["demo", "--no-plot"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "botorch-pref: interrupted" and "Traceback" not in err
