@@ -441,9 +441,10 @@ class PreferenceOptimizer:
         the optimiser is reset and rebuilt: a caller that keeps the answers elsewhere (a
         session database) hands the full list each time and pays only for what is new. With
         the run's ``hyperparameters`` (:attr:`hyperparameters`), records up to their
-        ``n_answers`` enter without fitting and those values are loaded there: the run's state
-        and next :meth:`ask` without the cost of its fits (ignored when the optimiser holds
-        ``n_answers`` answers or more, or ``records`` fewer).
+        ``n_answers`` enter without fitting and those values are loaded there (ignored when
+        the optimiser holds that many answers, or ``records`` fewer): the run's state and next
+        :meth:`ask` without the cost of its fits, up to rounding (the mode is found from another
+        start: a next query moved by up to 1e-8 in a Hartmann-6 run; without them, none).
 
         Args:
             records: :class:`~botorch_pref.loop.records.QueryRecord` s, or tuples

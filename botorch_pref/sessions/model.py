@@ -8,8 +8,10 @@ added, and it is rebuilt when its history is no longer a prefix of them (after a
 
 Fitted hyperparameters are stored with the number of answers they were fitted to (see
 :class:`~botorch_pref.sessions.records.StoredFit`); handing the latest matching fit to ``sync``
-rebuilds a reopened session without refitting, with the same data, hyperparameters and next
-query as the process that recorded the answers.
+rebuilds a reopened session without refitting, with the same data and hyperparameters as the
+process that recorded the answers; its pending query is the stored one, and the queries after
+it agree with that process's up to rounding (the mode is found from another start: by up to
+1e-8 in a Hartmann-6 run).
 
 A query with a standing skip or tie is never proposed twice: uniformly random options (seeded by
 the session's seed and the numbers of answers) are asked instead. Options count as the same when
