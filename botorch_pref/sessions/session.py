@@ -3,8 +3,8 @@
 A :class:`Session` is a named study in a session database (see
 :mod:`botorch_pref.sessions.store`). The stored answers are the source of truth; the optimiser is
 rebuilt from them (:mod:`botorch_pref.sessions.model`) with the session's settings, seed and
-stored hyperparameters, so a resumed session has the same data, hyperparameters and next query as
-the process that recorded them, without refitting.
+stored hyperparameters, so a resumed session has the same data, hyperparameters and pending query
+as the process that recorded them, without refitting (later queries agree up to rounding).
 
 A ``tie`` ("no preference") answer to a pair is given to the optimiser as well when the session
 models ties (``ties=True``, the default for new sessions with ``q = 2``: the pair likelihood is
