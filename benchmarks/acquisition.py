@@ -16,10 +16,10 @@ candidates, a ``12 x q x d`` batch (12 restarts of ``optimize_acqf``), value and
 Champion-challenger (``ChampionChallenger(log=True)`` on ``12 x 1 x d`` challengers of the
 compared design with the highest posterior mean, as the loop uses it) is fused inside the class
 itself; its middle column sends it through ``model.posterior`` with an identity posterior
-transform. qEUBO uses 256 scrambled-Sobol samples (the loop's default). All three run inside
-the loop's ``lean_kernels`` context, as ``PreferenceOptimizer`` evaluates them. Each time is
-the median of ``--repeats`` blocks of 50 evaluations after a warm-up, the three columns' blocks
-alternating. The table also gives the largest absolute difference between the fused values
+transform. qEUBO uses 256 scrambled-Sobol samples (twice the loop's default of 128). All three
+run inside the loop's ``lean_kernels`` context, as ``PreferenceOptimizer`` evaluates them. Each
+time is the median of ``--repeats`` blocks of 50 evaluations after a warm-up, the three columns'
+blocks alternating. The table also gives the largest absolute difference between the fused values
 and BoTorch's on our model (they should agree to rounding).
 
 Example::
