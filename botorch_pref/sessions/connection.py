@@ -37,6 +37,9 @@ __all__ = ["Closing", "Connection"]
 
 _FIRST_WAIT_S = 0.001
 _LONGEST_WAIT_S = 0.05
+#: The longest wait SQLite's busy handler takes (milliseconds in a C ``int``: about 24.8
+#: days); a longer timeout given to it, ``inf`` included, would turn the wait off.
+_LONGEST_BUSY_S = (2**31 - 1) / 1000
 
 
 def _is_busy(err: sqlite3.Error) -> bool:
@@ -65,7 +68,8 @@ class Connection(Closing):
     Args:
         path: The database file.
         create: Create the file if it does not exist.
-        timeout: Seconds to wait for another process's lock.
+        timeout: Seconds to wait for another process's lock (``inf``: for ever; inside a
+            transaction SQLite's own wait, at most about 24.8 days, is the one taken).
         check_same_thread: Refuse use from another thread than the one that opened it
             (``False``: the caller makes sure that one thread at a time uses it).
 
@@ -98,7 +102,7 @@ class Connection(Closing):
             self.sqlite = sqlite3.connect(
                 uri,
                 uri=True,
-                timeout=self.timeout,
+                timeout=min(self.timeout, _LONGEST_BUSY_S),
                 isolation_level=None,
                 check_same_thread=check_same_thread,
             )
@@ -209,11 +213,18 @@ class Connection(Closing):
         self.execute(begin)
         try:
             yield
+            self.execute("COMMIT")  # a COMMIT refused (busy) leaves the transaction open
         except BaseException:
-            if self.sqlite.in_transaction:
-                self.sqlite.rollback()
+            self._rollback()
             raise
-        self.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        """End the open transaction, if any, without its changes (after an error)."""
+        if self.sqlite.in_transaction:
+            try:
+                self.sqlite.rollback()
+            except sqlite3.Error:  # the error being raised says more; closing rolls back
+                pass
 
     def write(self) -> Any:
         """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on any error.

@@ -132,6 +132,8 @@ def _state(conn: Connection) -> tuple[int, set[str]]:
     with conn.read():
         version = int(conn.value("PRAGMA user_version"))
         if version > SCHEMA_VERSION:
+            if conn.value("SELECT 1 FROM sqlite_master WHERE name = 'sessions'") is None:
+                raise _not_ours(conn)  # another program's file that sets user_version
             raise SchemaVersionError(
                 f"{str(conn.path)!r} was written by session schema version {version}; this "
                 f"version of botorch-pref reads version {SCHEMA_VERSION} at most. Upgrade "
@@ -154,12 +156,16 @@ def _state(conn: Connection) -> tuple[int, set[str]]:
     return version, tables
 
 
+def _not_ours(conn: Connection) -> CorruptDatabaseError:
+    return CorruptDatabaseError(
+        f"{str(conn.path)!r} is an SQLite database but not a botorch-pref session "
+        "database; the file was not changed."
+    )
+
+
 def _check_tables(conn: Connection, version: int, tables: set[str]) -> None:
-    if version == 0 or not TABLES.get(version, TABLES[SCHEMA_VERSION]) <= tables:
-        raise CorruptDatabaseError(
-            f"{str(conn.path)!r} is an SQLite database but not a botorch-pref session "
-            "database; the file was not changed."
-        )
+    if version < 1 or not TABLES.get(version, TABLES[SCHEMA_VERSION]) <= tables:
+        raise _not_ours(conn)  # (a version below 1 has no migration to the next)
 
 
 def prepare(conn: Connection, *, create: bool) -> None:

@@ -274,8 +274,8 @@ class Preparer:
         begin = time.monotonic()
         try:
             future = worker.submit(held.prepare_many, names, may_wait)
-        except RuntimeError as err:  # shut down meanwhile
-            future = Future()
+        except Exception as err:  # shut down meanwhile, or no process could be started
+            future = Future()  # (then the worker is not left busy: the next step tries again)
             future.set_exception(err)
         future.add_done_callback(lambda f: self._done(worker, names, f, begin))
 
@@ -284,7 +284,7 @@ class Preparer:
     ) -> None:
         try:
             results = future.result()
-        except Exception as err:  # the process died, or the server stopped (cancelled)
+        except BaseException as err:  # the process died, the server stopped, sys.exit in it
             results = [Prepared(None, None, 0, f"{type(err).__name__}: {err}")] * len(names)
         with self._lock:
             worker.busy = False
@@ -329,7 +329,7 @@ class Preparer:
         for worker in self._workers:
             try:
                 worker.submit(held.evict_idle, idle_s)
-            except RuntimeError:
+            except Exception:  # shut down, or its dead process could not be replaced (now)
                 pass
 
     def live_sessions(self, timeout: float = 120.0) -> int:
@@ -370,7 +370,7 @@ class Preparer:
         for worker in self._workers:
             try:
                 worker.submit(held.close_all)
-            except RuntimeError:
+            except Exception:  # shut down, or its dead process could not be replaced
                 pass
             worker.shutdown()
         self._alive_w.close()
