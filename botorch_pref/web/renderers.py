@@ -8,8 +8,9 @@ so an SVG is shown safely too).
 * ``colour``: parameters naming a colour (see :mod:`botorch_pref.web.colour`) as a swatch.
 * a user renderer ``module:function`` or ``path/to/file.py:function`` (loaded like the terminal's
   ``--renderer``), called as ``function({name: value})`` for each option. It returns PNG, JPEG,
-  GIF or WebP bytes, WAV/OGG/MP3 bytes (an audio player), an SVG string, an image object (a PIL
-  image or a matplotlib figure), or other text (shown escaped).
+  GIF or WebP bytes, WAV/OGG/MP3/AAC bytes (an audio player), an SVG string, an image object
+  (a PIL image or a matplotlib figure, closed once drawn if pyplot holds it), or other text
+  (shown escaped).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -110,14 +112,48 @@ _MAGIC: tuple[tuple[bytes, int, str, str], ...] = (
     (b"OggS", 0, "audio", "audio/ogg"),
     (b"ID3", 0, "audio", "audio/mpeg"),
 )
-#: PIL modes a PNG holds as they are; other images are converted to RGB(A) first.
+#: PIL modes a PNG holds as they are; other images are converted to RGB first.
 _PNG_MODES = frozenset({"1", "L", "LA", "P", "RGB", "RGBA", "I;16"})
+#: Modes converted otherwise: those with transparency, 16-bit ones of another byte order.
+_CONVERT: dict[str, tuple[str, ...]] = {"La": ("LA",), "PA": ("RGBA",), "RGBa": ("RGBA",)}
+_CONVERT.update({m: ("I", "I;16") for m in ("I;16B", "I;16L", "I;16N")})  # not via I;16: clips
 
 
-def _mpeg_frame(data: bytes) -> bool:
-    """Whether ``data`` starts with an MPEG audio frame header (11 set sync bits, any version
-    and layer), as an MP3 without an ID3 tag does."""
-    return len(data) >= 4 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0
+def _mpeg_frame(data: bytes) -> str | None:
+    """The MIME type of an MPEG audio frame header that ``data`` starts with, as an MP3 or an
+    AAC stream (ADTS) without an ID3 tag does, else ``None``.
+
+    Both start with 11 set sync bits; layer bits ``00`` mark ADTS (AAC), and a reserved
+    version, bitrate or sampling rate marks no MPEG audio frame at all."""
+    if len(data) < 4 or data[0] != 0xFF or data[1] & 0xE0 != 0xE0:
+        return None
+    if data[1] & 0xF6 == 0xF0:  # 12 sync bits, layer 00: ADTS
+        return "audio/aac"
+    version, layer = (data[1] >> 3) & 3, (data[1] >> 1) & 3
+    if version == 1 or layer == 0 or data[2] >> 4 == 15 or (data[2] >> 2) & 3 == 3:
+        return None
+    return "audio/mpeg"
+
+
+def _png_image(image: Any) -> bytes:
+    """A PIL image as PNG, in a mode PNG holds (transparency and 16-bit values kept)."""
+    mode = getattr(image, "mode", "RGB")
+    if mode not in _PNG_MODES:  # CMYK, float, 32-bit, premultiplied alpha, ...
+        for target in _CONVERT.get(mode, ("RGB",)):
+            image = image.convert(target)
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _figure_png(figure: Any) -> bytes:
+    """A matplotlib figure as PNG; one that pyplot holds is closed (else each stays open)."""
+    buf = io.BytesIO()
+    figure.savefig(buf, format="png", dpi=80)
+    pyplot = sys.modules.get("matplotlib.pyplot")  # a pyplot figure means pyplot was imported
+    if pyplot is not None:
+        pyplot.close(figure)
+    return buf.getvalue()
 
 
 def to_rendered(out: Any, rows: tuple[Row, ...]) -> Rendered:
@@ -140,9 +176,12 @@ def to_rendered(out: Any, rows: tuple[Row, ...]) -> Rendered:
         for magic, offset, kind, mime in _MAGIC:
             if data[offset : offset + len(magic)] == magic:
                 return Rendered(kind, rows, src=_data_uri(mime, data))
-        if _mpeg_frame(data):
-            return Rendered("audio", rows, src=_data_uri("audio/mpeg", data))
-        raise TypeError("the renderer returned bytes that are not PNG/JPEG/GIF/WebP/WAV/OGG/MP3")
+        frame = _mpeg_frame(data)
+        if frame is not None:
+            return Rendered("audio", rows, src=_data_uri(frame, data))
+        raise TypeError(
+            "the renderer returned bytes that are not PNG/JPEG/GIF/WebP or WAV/OGG/MP3/AAC"
+        )
     if isinstance(out, str):
         svg = out.lstrip("\ufeff \t\r\n")
         head = svg[:200].lower()
@@ -151,15 +190,9 @@ def to_rendered(out: Any, rows: tuple[Row, ...]) -> Rendered:
             return Rendered("image", rows, src=_data_uri("image/svg+xml", svg.encode("utf-8")))
         return Rendered("text", rows, text=out)
     if hasattr(out, "savefig"):  # a matplotlib figure
-        buf = io.BytesIO()
-        out.savefig(buf, format="png", dpi=80)
-        return Rendered("image", rows, src=_data_uri("image/png", buf.getvalue()))
+        return Rendered("image", rows, src=_data_uri("image/png", _figure_png(out)))
     if hasattr(out, "save") and hasattr(out, "size"):  # a PIL image
-        if getattr(out, "mode", "RGB") not in _PNG_MODES:  # CMYK, float, 32-bit, ...
-            out = out.convert("RGBA" if "A" in out.mode else "RGB")
-        buf = io.BytesIO()
-        out.save(buf, format="PNG")
-        return Rendered("image", rows, src=_data_uri("image/png", buf.getvalue()))
+        return Rendered("image", rows, src=_data_uri("image/png", _png_image(out)))
     raise TypeError(f"the renderer returned a {type(out).__name__}, not an image, sound or text")
 
 
