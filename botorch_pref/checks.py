@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["whole_number"]
+__all__ = ["is_bool", "whole_number"]
 
 
 def whole_number(value: Any, name: str, minimum: int | None = None) -> int:
@@ -32,7 +32,8 @@ def whole_number(value: Any, name: str, minimum: int | None = None) -> int:
             that is not a number, or a value below ``minimum``.
     """
     try:
-        ok = not _is_bool_or_text(value) and bool(int(value) == value)
+        text = isinstance(value, (str, bytes))
+        ok = not (text or is_bool(value)) and bool(int(value) == value)
     except (TypeError, ValueError, OverflowError, RuntimeError):
         ok = False
     if ok and (minimum is None or int(value) >= minimum):
@@ -42,8 +43,6 @@ def whole_number(value: Any, name: str, minimum: int | None = None) -> int:
     raise ValueError(f"{name} must be {kind}, got {value!r}.")
 
 
-def _is_bool_or_text(value: Any) -> bool:
-    """Whether ``value`` is a bool (Python's, NumPy's or torch's) or a string."""
-    if isinstance(value, (bool, str, bytes)):
-        return True
-    return str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+def is_bool(value: Any) -> bool:
+    """Whether ``value`` is a bool (Python's, NumPy's or a torch one), which is not a number."""
+    return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")

@@ -6,6 +6,10 @@ import sqlite3
 
 import torch
 
+#: A two-parameter session and settings that never fit (random queries): fast session tests.
+SESSION_PARAMS = [("x", 0.0, 1.0), ("y", -2.0, 3.0)]
+SESSION_FAST = {"strategy": "random", "seed": 3, "refit_all_until": 0, "refit_every": 10**6}
+
 
 def random_comparisons(
     n: int,

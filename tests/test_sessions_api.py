@@ -28,10 +28,9 @@ from botorch_pref.sessions import (
 )
 from botorch_pref.sessions.export import EXPORT_FORMAT
 
-from .helpers import snapshot
+from .helpers import SESSION_FAST, SESSION_PARAMS, snapshot
 
-PARAMS = [("x", 0.0, 1.0), ("y", -2.0, 3.0)]
-FAST = {"strategy": "random", "seed": 3, "refit_all_until": 0, "refit_every": 10**6}
+PARAMS, FAST = SESSION_PARAMS, SESSION_FAST
 
 
 def digest(path) -> str:

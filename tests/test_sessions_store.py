@@ -22,8 +22,9 @@ from botorch_pref.sessions import (
 )
 from botorch_pref.sessions import model as session_model
 
-PARAMS = [("x", 0.0, 1.0), ("y", -2.0, 3.0)]
-FAST = {"strategy": "random", "seed": 3, "refit_all_until": 0, "refit_every": 10**6}
+from .helpers import SESSION_FAST, SESSION_PARAMS
+
+PARAMS, FAST = SESSION_PARAMS, SESSION_FAST
 # EUBO with a cheap acquisition: fits after answers 1..3, then every 100th
 EUBO = {
     "strategy": "eubo",

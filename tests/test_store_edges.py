@@ -17,8 +17,9 @@ from botorch_pref.sessions import (
 )
 from botorch_pref.sessions.store import Store
 
-PARAMS = [("x", 0.0, 1.0), ("y", -2.0, 3.0)]
-FAST = {"strategy": "random", "seed": 3, "refit_all_until": 0, "refit_every": 10**6}
+from .helpers import SESSION_FAST, SESSION_PARAMS
+
+PARAMS, FAST = SESSION_PARAMS, SESSION_FAST
 
 
 def _exclusive_holder(path) -> sqlite3.Connection:

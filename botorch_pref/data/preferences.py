@@ -44,6 +44,7 @@ import torch
 from botorch.exceptions.errors import InputDataError
 from torch import Tensor
 
+from botorch_pref.checks import is_bool, whole_number
 from botorch_pref.likelihoods import ObservationKind
 
 __all__ = ["ObservationKind", "PreferenceData", "PreferenceDataError", "as_index_tensor"]
@@ -77,11 +78,6 @@ def as_index_tensor(values: Tensor, name: str, what: str = "design indices") -> 
     return values.long()
 
 
-def _is_bool(value: object) -> bool:
-    """Whether ``value`` is a boolean (Python's, a NumPy or a torch one), not an index."""
-    return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
-
-
 def _index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
     if torch.is_tensor(values):
         if values.is_floating_point():
@@ -93,7 +89,7 @@ def _index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
         out = [int(v) for v in values]
     except (TypeError, ValueError) as err:
         raise PreferenceDataError(f"{name} must be a sequence of integer design indices.") from err
-    if any(map(_is_bool, values)):
+    if any(map(is_bool, values)):
         raise PreferenceDataError(f"{name} must hold integer design indices, not booleans.")
     if any(v != w for v, w in zip(out, values, strict=True)):
         raise PreferenceDataError(f"{name} must hold integer design indices, got {values}.")
@@ -105,14 +101,11 @@ def _index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
 
 
 def _whole(value: object, name: str) -> int:
-    """``value`` as an int, refusing booleans and fractional or non-numeric values."""
+    """``value`` as an int (:func:`~botorch_pref.checks.whole_number`), else this module's error."""
     try:
-        out = int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError, RuntimeError) as err:
-        raise PreferenceDataError(f"{name} must be an integer, got {value!r}.") from err
-    if _is_bool(value) or bool(out != value):
-        raise PreferenceDataError(f"{name} must be an integer, got {value!r}.")
-    return out
+        return whole_number(value, name)
+    except ValueError as err:
+        raise PreferenceDataError(str(err)) from None
 
 
 class PreferenceData:

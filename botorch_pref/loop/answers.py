@@ -34,6 +34,7 @@ __all__ = [
     "ANSWER_KINDS",
     "Answer",
     "InvalidAnswerError",
+    "as_flag",
     "as_index",
     "encode_answer",
     "validate_answer",
@@ -79,6 +80,22 @@ def as_index(value: Any, name: str) -> int:
         raise InvalidAnswerError(f"{name} must be an integer, got {value!r}.") from None
 
 
+def as_flag(value: Any, name: str) -> bool:
+    """A yes/no answer field (``tie``, ``skip``) as a bool: ``True``, ``False``, ``None``, ``0``,
+    ``1`` or a NumPy or torch boolean.
+
+    Raises:
+        InvalidAnswerError: For anything else (the string ``"False"`` would be true).
+    """
+    try:
+        is_flag = value is None or value in (True, False)
+    except (TypeError, ValueError, RuntimeError):  # an array's truth is ambiguous
+        is_flag = False
+    if not is_flag:
+        raise InvalidAnswerError(f"{name} must be True or False, got {value!r:.40}.")
+    return bool(value)
+
+
 def _ranking(ranking: Any, q: int) -> tuple[int, ...]:
     if torch.is_tensor(ranking):
         ranking = ranking.reshape(-1).tolist()
@@ -122,8 +139,10 @@ def validate_answer(
 
     Raises:
         InvalidAnswerError: For no answer, several kinds at once, an index out of range, a
-            ranking that is not a permutation, or a tie that is not accepted.
+            ranking that is not a permutation, a tie that is not accepted, or a ``tie`` or
+            ``skip`` that is not a flag (:func:`as_flag`).
     """
+    tie, skip = as_flag(tie, "tie"), as_flag(skip, "skip")
     if tie and (winner is not None or ranking is not None):
         raise InvalidAnswerError("A 'no preference' answer (tie=True) takes no winner or ranking.")
     kinds = [winner is not None or ranking is not None, bool(tie), bool(skip)]

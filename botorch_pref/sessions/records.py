@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from botorch_pref.loop.answers import Answer as ValidAnswer
-from botorch_pref.loop.answers import InvalidAnswerError, validate_answer
+from botorch_pref.loop.answers import as_flag, validate_answer
 
 __all__ = [
     "Answer",
@@ -375,14 +375,7 @@ def check_answer(
         InvalidAnswerError: For no answer, several, one out of range, or a ``skip`` or ``tie``
             that is not a flag (``"False"`` would be true).
     """
-    for flag, value in (("skip", skip), ("tie", tie)):
-        try:
-            is_flag = value is None or value in (True, False)
-        except (TypeError, ValueError, RuntimeError):  # an array's truth is ambiguous
-            is_flag = False
-        if not is_flag:
-            raise InvalidAnswerError(f"{flag} must be True or False, got {value!r:.40}.")
-    if tie and q != 2:
+    if as_flag(tie, "tie") and q != 2:
         validate_answer(2, winner, ranking, tie=True, skip=skip)
         return ValidAnswer("tie")
     return validate_answer(q, winner, ranking, tie=tie, skip=skip, ties=True)
