@@ -6,6 +6,7 @@ Each test names what went wrong before its fix.
 from __future__ import annotations
 
 import io
+import pickle
 import shlex
 import sys
 
@@ -15,7 +16,7 @@ import torch
 
 from botorch_pref import demo
 from botorch_pref.cli import main
-from botorch_pref.sessions import Session
+from botorch_pref.sessions import QueryNotPendingError, Session
 from botorch_pref.sessions import model as session_model
 from botorch_pref.sessions.batch import ask_together
 
@@ -172,3 +173,30 @@ def test_a_figure_that_cannot_be_written_is_a_one_line_error(tmp_path, capsys, m
     err = capsys.readouterr().err
     assert err.startswith("botorch-pref: error:") and "Permission denied" in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_refused_answer_says_why_for_a_program(tmp_path):
+    """Every refusal was one error with one meaning for a program: callers (the web page said
+    "already answered" to a question an undo had withdrawn) could only parse the message."""
+    s = Session.create(tmp_path / "a.db", "s", PARAMS, "eubo", 2, 0, n_initial=2)
+
+    def reason(query_id) -> str:
+        with pytest.raises(QueryNotPendingError) as info:
+            s.answer(query_id, winner=0)
+        return info.value.reason
+
+    first = s.ask()
+    s.answer(first.id, winner=0)
+    assert reason(first.id) == "answered"
+    second = s.ask()
+    s.undo()  # `second` is withdrawn, `first` asked again
+    assert reason(second.id) == "withdrawn"
+    s.import_comparisons([{"options": first.options, "winner": 1}])
+    imported = [h.query.id for h in s.history() if h.query.id not in (first.id, second.id)]
+    assert reason(imported[0]) == "imported"
+    assert reason(10**6) == "unknown"
+    err = pickle.loads(pickle.dumps(QueryNotPendingError("gone", "withdrawn")))
+    assert (str(err), err.reason) == ("gone", "withdrawn")
+    with pytest.raises(ValueError, match="reason must be one of"):
+        QueryNotPendingError("x", "lost")
+    s.close()

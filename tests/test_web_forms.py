@@ -304,3 +304,64 @@ def test_a_record_left_unstored_by_a_busy_database_is_reported(make_app, tmp_pat
     assert r.status_code == 503 and "was created" in r.text
     assert _names(path) == ["a", "t"]
     assert client.post("/admin/sessions", data=form).status_code == 409  # a replay
+
+
+def test_an_answer_to_a_withdrawn_question_says_so(make_app, tmp_path):
+    """A tab's question withdrawn by an undo in another tab was reported as "already answered"."""
+    path = tmp_path / "a.db"
+    quick_session(path, "s")
+    client = TestClient(make_app(), headers=BEARER, follow_redirects=False)
+    token = _token(client, "s")
+    with Session.open(path, "s") as s:
+        s.ask()
+    _answer(client, token, client.get(f"/a/{token}").text)
+    with Session.open(path, "s") as s:
+        second = s.ask().id
+    tab1 = client.get(f"/a/{token}").text  # shows `second`
+    r = client.post(f"/a/{token}/undo", data=_undo_form(client.get(f"/a/{token}").text))
+    assert r.status_code == 303  # `second` is withdrawn, the first question asked again
+    form = {"nonce": nonces(tab1)[0], "query_id": str(second), "choice": "0"}
+    r = client.post(f"/a/{token}/answer", data=form)
+    assert r.status_code == 409
+    assert "withdrawn" in _notice(r.text) and "already answered" not in r.text
+    with Session.open(path, "s") as s:
+        assert [h.answer.query_id for h in s.history() if h.answer.retracted_at is None] == []
+
+
+def test_an_answer_to_another_sessions_question_is_not_called_answered(make_app, tmp_path):
+    path = tmp_path / "a.db"
+    quick_session(path, "s")
+    quick_session(path, "t")
+    client = TestClient(make_app(), headers=BEARER, follow_redirects=False)
+    with Session.open(path, "t") as t:
+        other = t.ask().id
+    with Session.open(path, "s") as s:
+        s.ask()
+    token = _token(client, "s")
+    page = client.get(f"/a/{token}").text
+    r = client.post(
+        f"/a/{token}/answer", data={"nonce": nonces(page)[0], "query_id": str(other), "choice": "0"}
+    )
+    assert r.status_code == 409 and "not open" in _notice(r.text)
+    assert "already answered" not in r.text
+
+
+@pytest.mark.parametrize("spelling", ["{}_0", " {}", "+{}", "{}\u0660"])
+def test_a_query_id_is_ascii_digits_only(make_app, tmp_path, spelling):
+    """``int()`` read "1_0" as 10 and Arabic-Indic digits as digits: a form naming another query."""
+    path = tmp_path / "a.db"
+    quick_session(path, "s")
+    client = TestClient(make_app(), headers=BEARER, follow_redirects=False)
+    token = _token(client, "s")
+    with Session.open(path, "s") as s:
+        qid = s.ask().id
+    page = client.get(f"/a/{token}").text
+    form = {"nonce": nonces(page)[0], "query_id": spelling.format(qid), "choice": "0"}
+    assert client.post(f"/a/{token}/answer", data=form).status_code == 400
+    form = {"nonce": nonces(page)[0], "query_id": str(qid), "choice": "0"}  # nonce released
+    assert client.post(f"/a/{token}/answer", data=form).status_code == 303
+
+
+def _notice(html: str) -> str:
+    found = re.search(r'class="notice"[^>]*>([^<]*)<', html)
+    return "" if found is None else found.group(1)

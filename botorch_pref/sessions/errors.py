@@ -55,7 +55,28 @@ class DatabaseBusyError(SessionError):
 
 
 class QueryNotPendingError(SessionError):
-    """The query is not awaiting an answer (already answered, withdrawn or unknown)."""
+    """The query is not awaiting an answer (already answered, withdrawn or unknown).
+
+    Args:
+        message: What happened, for a person.
+        reason: Why, for a program: ``"answered"`` (it has a standing answer), ``"withdrawn"``
+            (an undo withdrew it before it was answered), ``"imported"`` (it came with its
+            answer) or ``"unknown"`` (no such query in the session).
+
+    Attributes:
+        reason: The reason given.
+    """
+
+    REASONS = ("answered", "withdrawn", "imported", "unknown")
+
+    def __init__(self, message: str, reason: str = "unknown") -> None:
+        if reason not in self.REASONS:
+            raise ValueError(f"reason must be one of {self.REASONS}, got {reason!r}.")
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (str(self), self.reason)
 
 
 class ImportFormatError(SessionError):

@@ -442,7 +442,7 @@ class Store(Closing):
         if query is None:
             raise QueryNotPendingError(f"Query {query_id} does not belong to this session.")
         if query.source != "ask":
-            raise QueryNotPendingError(f"Query {query_id} was imported with its answer.")
+            raise QueryNotPendingError(f"Query {query_id} came with its answer.", "imported")
         standing = self.connection.rows(
             "SELECT a.id, a.answered_at FROM answers a LEFT JOIN retractions r "
             "ON r.answer_id = a.id WHERE a.query_id = ? AND r.id IS NULL",
@@ -451,12 +451,13 @@ class Store(Closing):
         if standing:
             raise QueryNotPendingError(
                 f"Query {query_id} was already answered at {standing[0][1]} (answer "
-                f"{standing[0][0]}); its answer was kept and this one was not recorded."
+                f"{standing[0][0]}); it was kept and this one was not recorded.",
+                "answered",
             )
         if query.withdrawn_at is not None:
             raise QueryNotPendingError(
-                f"Query {query_id} was withdrawn at {query.withdrawn_at} (an earlier answer was "
-                "undone); ask for the current query."
+                f"Query {query_id} was withdrawn at {query.withdrawn_at} (an answer was undone).",
+                "withdrawn",
             )
         return query
 

@@ -48,6 +48,17 @@ __all__ = [
 ]
 
 ALREADY_ANSWERED = "That question was already answered: here is the next one."
+#: What the page says when the question a form answers no longer awaits an answer, by the
+#: :attr:`~botorch_pref.sessions.QueryNotPendingError.reason` the store gives.
+NOT_PENDING = {
+    "answered": ALREADY_ANSWERED,
+    "withdrawn": (
+        "That question was withdrawn: an answer was undone since it was shown, so nothing was "
+        "recorded. Here is the current question."
+    ),
+    "imported": "That question is not open: nothing was recorded. Here is the current question.",
+    "unknown": "That question is not open: nothing was recorded. Here is the current question.",
+}
 STALE_UNDO = (
     "That page was out of date: an answer was given or undone since it was shown, so nothing "
     "was undone. Here is the page as it is now."
@@ -138,6 +149,12 @@ async def answer_page(request: Request) -> Response:
     return _render(state, context)
 
 
+def _digits(text: str, most: int) -> bool:
+    """Whether ``text`` is 1 to ``most`` ASCII digits (``int()`` also reads ``"1_0"``, ``" 10"``
+    and ``"+10"`` as 10, and other scripts' digits)."""
+    return text.isascii() and text.isdigit() and len(text) <= most
+
+
 def parse_choice(form: dict[str, str], q: int) -> tuple[int, dict[str, Any]]:
     """The query an answer form names and the answer, as :meth:`Session.answer` takes it.
 
@@ -151,17 +168,14 @@ def parse_choice(form: dict[str, str], q: int) -> tuple[int, dict[str, Any]]:
     Raises:
         HTTPProblem: 400 for a form without a query id or with an unknown choice.
     """
-    try:
-        query_id = int(form.get("query_id", ""))
-    except ValueError:
-        raise HTTPProblem(400, "The answer does not name its query.") from None
+    query_id = form.get("query_id", "")
+    if not _digits(query_id, 18):
+        raise HTTPProblem(400, "The answer does not name its query.")
     choice = form.get("choice", "")
-    if choice == "tie":
-        return query_id, {"tie": True}
-    if choice == "skip":
-        return query_id, {"skip": True}
-    if choice.isascii() and choice.isdigit() and len(choice) < 4 and int(choice) < q:
-        return query_id, {"winner": int(choice)}
+    if choice in ("tie", "skip"):
+        return int(query_id), {choice: True}
+    if _digits(choice, 3) and int(choice) < q:
+        return int(query_id), {"winner": int(choice)}
     raise HTTPProblem(400, f"Unknown choice {choice[:20]!r}.")
 
 
@@ -170,8 +184,8 @@ def _answer(session: Session, form: dict[str, str]) -> str:
     query_id, answer = parse_choice(form, session.q)
     try:
         session.answer(query_id, **answer)
-    except QueryNotPendingError:
-        return ALREADY_ANSWERED
+    except QueryNotPendingError as err:
+        return NOT_PENDING[err.reason]
     except InvalidAnswerError as err:
         raise HTTPProblem(400, str(err)) from None
     return ""
@@ -197,7 +211,7 @@ def parse_seen(form: dict[str, str]) -> tuple[int, int] | None:
         return None
     counts = []
     for value in (answered, retracted):
-        if value is None or not (value.isascii() and value.isdigit() and len(value) < 19):
+        if value is None or not _digits(value, 18):
             raise HTTPProblem(400, "The undo form does not say which answer it undoes.")
         counts.append(int(value))
     return counts[0], counts[1]
