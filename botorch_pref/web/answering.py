@@ -169,7 +169,7 @@ def parse_choice(form: dict[str, str], q: int) -> tuple[int, dict[str, Any]]:
         HTTPProblem: 400 for a form without a query id or with an unknown choice.
     """
     query_id = form.get("query_id", "")
-    if not _digits(query_id, 18):
+    if not _digits(query_id, 30):  # an id beyond SQLite's integers is not open (409)
         raise HTTPProblem(400, "The answer does not name its query.")
     choice = form.get("choice", "")
     if choice in ("tie", "skip"):
