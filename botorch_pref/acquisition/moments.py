@@ -288,6 +288,11 @@ def moment_factors(model: PairwiseLaplaceGP) -> MomentFactors:
 def moments_from_factors(factors: MomentFactors, X: Tensor) -> RBFMoments:
     """Joint posterior moments at ``X`` (``... x q x d``, the model's batch last in ``...``).
 
+    Unlike the posterior, this accepts ``X`` of another dtype than the model's and computes in
+    the wider of the two (torch's type promotion), so the result is as accurate as the narrower
+    one allows; :func:`~botorch_pref.optim.optimize_acqf_batched` relies on it for candidates of
+    another dtype than the model.
+
     Args:
         factors: The model's :class:`MomentFactors`.
         X: Designs in the model's input space.
