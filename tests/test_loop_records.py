@@ -76,6 +76,17 @@ def test_config_hands_the_factory_its_kernel_prior_and_link():
     assert LoopConfig(2, seed=1).kernel == DEFAULT_KERNEL
 
 
+def test_config_resolves_the_inference_from_the_answers():
+    from botorch_pref.loop.config import DEFAULT_INFERENCE
+
+    assert LoopConfig(2, seed=1).inference == DEFAULT_INFERENCE  # probit pairs
+    for other in ({"ties": True}, {"link": "logit"}, {"strategy": "qeubo", "q": 3}):
+        assert LoopConfig(2, seed=1, **other).inference == "laplace"  # EP does not model them
+    assert LoopConfig(2, model="pairwisegp", seed=1).inference is None  # its own
+    assert LoopConfig(2, inference="ep", seed=1).model_kwargs()["inference"] == "ep"
+    assert "inference" not in LoopConfig(2, inference="laplace", seed=1).model_kwargs()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -97,6 +108,11 @@ def test_config_hands_the_factory_its_kernel_prior_and_link():
         ({"lengthscale_prior": "dim_scaled", "model": "pairwisegp"}, "lengthscale_prior"),
         ({"link": "cauchit"}, "link"),
         ({"link": "logit", "model": "pairwisegp"}, "probit link"),
+        ({"inference": "vb"}, "inference must be one of"),
+        ({"inference": "ep", "model": "pairwisegp"}, "needs model='laplace'"),
+        ({"inference": "ep", "ties": True}, "probit pair answers"),
+        ({"inference": "ep", "link": "logit"}, "probit pair answers"),
+        ({"inference": "ep", "strategy": "qeubo", "q": 3}, "probit pair answers"),
     ],
 )
 def test_config_rejects_bad_settings(kwargs, message):

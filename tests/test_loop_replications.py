@@ -166,3 +166,22 @@ def test_anywhere_after_is_validated():
     res = run_replications("branin", n_replications=1, n_queries=0, n_initial=2, scale=SCALE)
     with pytest.raises(ValueError, match="anywhere_after"):
         res.log_regret_anywhere()
+
+
+def test_ep_replications_are_optimizer_runs_and_replay():
+    # The batched back end's members are checked against separate models in tests/test_ep.py
+    # (its acquisition optimiser may settle in another of two near-equal modes, as Laplace's).
+    from botorch_pref import PreferenceOptimizer
+
+    settings = {"strategy": "eubo", "n_initial": 3, "refit_all_until": 5, "inference": "ep"}
+    kw = {"n_queries": 2, "scale": SCALE, "seed": 9, **settings}
+    res = run_replications("branin", n_replications=1, backend="sequential", **kw)
+    opt, queries, winners, best = optimizer_run("branin", 9, 5, **settings)
+    assert res.config.inference == opt.model.inference == "ep"
+    torch.testing.assert_close(res.queries[0], queries, rtol=0, atol=1e-9)
+    assert torch.equal(res.winners[0], winners)
+    torch.testing.assert_close(res.best_x[0], best, rtol=0, atol=1e-9)
+    replayed = PreferenceOptimizer.replay(opt.history, opt.bounds, seed=9, **settings)
+    torch.testing.assert_close(replayed.ask(), opt.ask(), rtol=0, atol=0)
+    batched = run_replications("branin", n_replications=2, **kw)
+    assert batched.backend == "batched" and bool(torch.isfinite(batched.regret).all())

@@ -542,7 +542,7 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
     con = sqlite3.connect(path)
     for name, drop in (
         ("old", ("local_when",)),
-        ("older", ("kernel", "local_every", "local_when", "lookahead_every")),
+        ("older", ("kernel", "inference", "local_every", "local_when", "lookahead_every")),
     ):
         options = json.loads(
             con.execute("SELECT options FROM sessions WHERE name = ?", (name,)).fetchone()[0]
@@ -567,7 +567,18 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
             assert s.settings["local_when"] == when
             lookahead = {"chosen": 2, "older": 0}.get(name, DEFAULT_LOOKAHEAD_EVERY)
             assert s.settings["lookahead_every"] == lookahead
+            # sessions model "no preference" answers by default: EP does not apply
+            assert s.settings["inference"] == "laplace"
             assert len(s.ask().options) == 2
+    with Session.open(path, "older") as s:  # stored before the setting: the Laplace posterior
+        assert s.settings["inference"] == "laplace"
+    s = Session.create(path, "ep", PARAMS, **eubo, ties=False, inference="ep")
+    s.answer(s.ask().id, winner=0)
+    s.close()
+    with Session.open(path, "ep") as s:
+        assert s.settings["inference"] == "ep"
+        s.answer(s.ask().id, winner=1)
+        assert s.optimizer.model.inference == "ep"
 
 
 # ------------------------------------------------ imports of every export form; flags and settings

@@ -7,6 +7,8 @@ r"""Laplace inference engines: pure tensor code, no GPyTorch classes.
 * :mod:`~botorch_pref.inference.pairs`: :class:`PairEngine`, pairs with a diagonal curvature.
 * :mod:`~botorch_pref.inference.blocks`: :class:`BlockEngine`, choices, rankings and ties with a
   block-diagonal curvature.
+* :mod:`~botorch_pref.inference.ep`: expectation propagation for probit pairs, started from the
+  Laplace mode; its factors take the Laplace factors' form.
 """
 
 from botorch_pref.inference.blocks import BlockEngine, ObservationStructure, build_observations
@@ -17,6 +19,7 @@ from botorch_pref.inference.engine import (
     WarmStart,
     predictive_terms,
 )
+from botorch_pref.inference.ep import EPSites, run_ep
 from botorch_pref.inference.newton import (
     Form,
     NewtonMaps,
@@ -30,6 +33,7 @@ from botorch_pref.inference.pairs import PairEngine, PairStructure, merge_pairs
 
 __all__ = [
     "BlockEngine",
+    "EPSites",
     "Form",
     "LaplaceEngine",
     "LaplaceFactors",
@@ -47,4 +51,5 @@ __all__ = [
     "fit_tolerance",
     "merge_pairs",
     "predictive_terms",
+    "run_ep",
 ]

@@ -67,10 +67,12 @@ import torch
 
 from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseLogit, PairwiseProbit, Ranking
 from botorch_pref.loop.answers import InvalidAnswerError, as_index
+from botorch_pref.models.data import INFERENCES
 from botorch_pref.models.factories import MODEL_FACTORIES, ModelFactory
 from botorch_pref.models.kernels import BASE_KERNELS
 
 __all__ = [
+    "DEFAULT_INFERENCE",
     "DEFAULT_KERNEL",
     "LOOKAHEAD_DESIGNS",
     "STRATEGIES",
@@ -84,6 +86,9 @@ STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
 
 #: The Laplace models' base kernel when ``kernel`` is not given (module docstring).
 DEFAULT_KERNEL = "matern32"
+#: The Laplace models' posterior approximation when ``inference`` is not given and the answers
+#: are probit pairs (module docstring); other answers take ``"laplace"``.
+DEFAULT_INFERENCE = "laplace"
 #: Every this many-th acquisition query of a pair strategy is a local one (module docstring).
 DEFAULT_LOCAL_EVERY = 2
 #: Every this many-th acquisition query of EUBO and qEUBO pairs is a lookahead one (module
@@ -173,6 +178,10 @@ class LoopConfig:
         link: How a pair's answer depends on the utility gap: ``"probit"`` or ``"logit"``
             (:class:`~botorch_pref.likelihoods.PairwiseProbit` or
             :class:`~botorch_pref.likelihoods.PairwiseLogit`).
+        inference: The Laplace models' posterior approximation: ``"laplace"`` or ``"ep"``
+            (expectation propagation, :mod:`botorch_pref.inference.ep`; probit pairs without
+            ties only). ``None``: :data:`DEFAULT_INFERENCE` for probit pairs, ``"laplace"`` for
+            other answers, and ``None`` for other models (their own).
         local_every: Make every this many-th acquisition query (after the initial ones) a
             *local* query: the champion (the compared design with the highest posterior mean)
             against the challenger maximising the champion-challenger acquisition within the
@@ -212,6 +221,7 @@ class LoopConfig:
     lengthscale_prior: str = "gamma"
     kernel: str | None = None
     link: str = "probit"
+    inference: str | None = None
     local_every: int | None = None
     local_radius: float = DEFAULT_LOCAL_RADIUS
     local_when: str = "edge"
@@ -280,6 +290,8 @@ class LoopConfig:
             kwargs["lengthscale_prior"] = self.lengthscale_prior
         if self.kernel not in (None, "rbf"):
             kwargs["base_kernel"] = self.kernel
+        if self.inference == "ep":
+            kwargs["inference"] = "ep"
         return kwargs
 
 
@@ -350,6 +362,7 @@ def _resolve(config: LoopConfig) -> dict[str, Any]:
         raise ValueError(f"link must be 'probit' or 'logit', got {config.link!r}.")
     if config.link == "logit" and config.model == "pairwisegp":
         raise ValueError("model='pairwisegp' has a probit link only; use link='probit'.")
+    inference = _inference(config, laplace, answers, ties)
     local_every, radius, lookahead_every = _schedules(config, q, answers)
     seed = config.seed
     seed = int(torch.randint(0, 2**62, (1,)).item()) if seed is None else seed
@@ -365,6 +378,7 @@ def _resolve(config: LoopConfig) -> dict[str, Any]:
         "answers": answers,
         "ties": ties,
         "kernel": kernel,
+        "inference": inference,
         "local_every": local_every,
         "local_radius": radius,
         "lookahead_every": lookahead_every,
@@ -372,6 +386,30 @@ def _resolve(config: LoopConfig) -> dict[str, Any]:
         "seed": nonnegative_int(seed, "seed"),
         "factory": factory,
     }
+
+
+def _inference(config: LoopConfig, laplace: bool, answers: str, ties: bool) -> str | None:
+    """The validated posterior approximation of ``config`` (``answers`` and ``ties`` resolved):
+    ``None`` for models other than the Laplace ones."""
+    inference = config.inference
+    if inference is not None and inference not in INFERENCES:
+        raise ValueError(f"inference must be one of {', '.join(INFERENCES)}, got {inference!r}.")
+    if not laplace:
+        if inference not in (None, "laplace"):
+            raise ValueError(
+                f"inference={inference!r} needs model='laplace' or 'laplace-box', got "
+                f"{config.model_name!r}."
+            )
+        return None
+    probit_pairs = answers == "pairs" and not ties and config.link == "probit"
+    if inference is None:
+        return DEFAULT_INFERENCE if probit_pairs else "laplace"
+    if inference == "ep" and not probit_pairs:
+        raise ValueError(
+            "inference='ep' needs probit pair answers (answers='pairs', ties=False, "
+            "link='probit'); use inference='laplace'."
+        )
+    return inference
 
 
 def _schedules(config: LoopConfig, q: int, answers: str) -> tuple[int, float, int]:

@@ -117,6 +117,7 @@ class PreferenceOptimizer:
         kernel: The Laplace model's base kernel (see :class:`~botorch_pref.loop.LoopConfig`).
         lengthscale_prior: Its lengthscale prior, ``"gamma"`` or ``"dim_scaled"``.
         link: The pair likelihood's link, ``"probit"`` or ``"logit"``.
+        inference: Its posterior approximation, ``"laplace"`` or ``"ep"`` (see ``LoopConfig``).
         local_every: Every this many-th acquisition query is local (``0``: never; ``None``:
             the default): see :class:`~botorch_pref.loop.LoopConfig`.
         local_radius: The half-width of a local query's box on the unit cube, in ``(0, 0.5]``.
@@ -146,6 +147,7 @@ class PreferenceOptimizer:
     kernel = _setting("kernel", "The Laplace model's base kernel.")
     lengthscale_prior = _setting("lengthscale_prior", "The kernel's lengthscale prior.")
     link = _setting("link", "The pair likelihood's link.")
+    inference = _setting("inference", "The Laplace model's posterior approximation.")
     local_every = _setting("local_every", "Every this many-th acquisition query is local.")
     local_radius = _setting("local_radius", "The half-width of a local query's box.")
     local_when = _setting("local_when", "When a due local query is asked: 'edge' or 'always'.")
@@ -173,6 +175,7 @@ class PreferenceOptimizer:
         kernel: str | None = None,
         lengthscale_prior: str = "gamma",
         link: str = "probit",
+        inference: str | None = None,
         local_every: int | None = None,
         local_radius: float = DEFAULT_LOCAL_RADIUS,
         local_when: str = "edge",
@@ -203,6 +206,7 @@ class PreferenceOptimizer:
             kernel=kernel,
             lengthscale_prior=lengthscale_prior,
             link=link,
+            inference=inference,
             local_every=local_every,
             local_radius=local_radius,
             local_when=local_when,
@@ -276,11 +280,8 @@ class PreferenceOptimizer:
 
     @property
     def hyperparameters(self) -> Hyperparameters | None:
-        """The model's hyperparameters and the answer count of their last fit (``None`` before).
-
-        Store them with the answers to rebuild the run later without refitting
-        (:meth:`sync`, :meth:`replay`).
-        """
+        """The model's hyperparameters and the answer count of their last fit (``None`` before);
+        store them with the answers to rebuild the run without refitting (:meth:`sync`)."""
         if self.model is None or self._state.fitted_at == 0:
             return None
         return Hyperparameters.of(self.model, self._state.fitted_at)
@@ -332,8 +333,7 @@ class PreferenceOptimizer:
     ) -> None:
         """Record the answer to the query :meth:`ask` returned.
 
-        Answers to other queries (designs a person brought themselves, answers replayed from
-        storage) go through :meth:`add_comparison`.
+        Answers to other queries (a person's own designs, stored answers): :meth:`add_comparison`.
 
         Args:
             query: The ``q x d`` query, exactly as :meth:`ask` returned it.
@@ -370,10 +370,9 @@ class PreferenceOptimizer:
     ) -> None:
         """Record the answer to any query of ``q' >= 2`` distinct designs inside ``bounds``.
 
-        This is :meth:`tell` without the check that the query came from :meth:`ask`. It
-        counts as a query (the refit schedule and the seeds advance), and a pending query from
-        :meth:`ask` that differs from ``query`` is discarded (the next :meth:`ask` makes a new
-        one).
+        :meth:`tell` without the check that the query came from :meth:`ask`. It counts as a
+        query (the refit schedule and the seeds advance); a pending query from :meth:`ask` that
+        differs from ``query`` is discarded (the next :meth:`ask` makes a new one).
 
         Args:
             query: A ``q' x d`` tensor (or nested sequence) in user units.

@@ -21,7 +21,7 @@ from botorch_pref.data.preferences import PreferenceData, PreferenceDataError, a
 from botorch_pref.inference.blocks import BlockEngine
 from botorch_pref.inference.engine import LaplaceEngine
 from botorch_pref.inference.pairs import PairEngine
-from botorch_pref.likelihoods import PairwiseLikelihood
+from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit
 
 __all__ = [
     "PreferenceInputError",
@@ -326,3 +326,35 @@ def check_solver_options(tol: Any, max_iter: Any) -> tuple[float | None, int]:
     if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"tol must be None or a finite number >= 0, got {tol!r}.")
     return value, iterations
+
+
+#: The posterior approximations of the model: the Laplace approximation at the mode, or
+#: expectation propagation started from it (probit pairs only, :mod:`botorch_pref.inference.ep`).
+INFERENCES = ("laplace", "ep")
+
+
+def check_inference(inference: Any, likelihood: PairwiseLikelihood) -> str:
+    """A model's posterior approximation, checked against its likelihood.
+
+    EP's sites are probit pairs' (:mod:`botorch_pref.inference.ep`); other likelihoods (and so
+    data with choices, rankings or ties, which need them) take the Laplace approximation.
+
+    Args:
+        inference: ``"laplace"`` or ``"ep"``.
+        likelihood: The model's likelihood.
+
+    Returns:
+        ``inference``.
+
+    Raises:
+        ValueError: For another name.
+        PreferenceInputError: For ``"ep"`` with another likelihood than the probit without ties.
+    """
+    if not isinstance(inference, str) or inference not in INFERENCES:
+        raise ValueError(f"inference must be one of {', '.join(INFERENCES)}, got {inference!r}.")
+    if inference == "ep" and (not isinstance(likelihood, PairwiseProbit) or likelihood.has_ties):
+        raise PreferenceInputError(
+            "inference='ep' needs the probit pair likelihood (PairwiseProbit without a "
+            f"tie_threshold), got {type(likelihood).__name__}; use inference='laplace'."
+        )
+    return inference

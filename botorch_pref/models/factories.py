@@ -113,6 +113,7 @@ def laplace_model(
     covar_module: ScaleKernel | None = None,
     lengthscale_prior: str = "gamma",
     base_kernel: str = "rbf",
+    inference: str = "laplace",
 ) -> tuple[Model, MarginalLogLikelihood]:
     """:class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with its Laplace evidence.
 
@@ -128,6 +129,8 @@ def laplace_model(
             ``"dim_scaled"`` (ignored when ``covar_module`` is given).
         base_kernel: The default kernel's base kernel, ``"rbf"``, ``"matern52"`` or
             ``"matern32"`` (ignored when ``covar_module`` is given).
+        inference: The posterior approximation, ``"laplace"`` or ``"ep"`` (the model's
+            evidence is then EP's).
 
     Returns:
         ``(model, mll)``.
@@ -145,7 +148,7 @@ def laplace_model(
     if len(batch_shape) > 0 and likelihood is not None and likelihood.has_ties:
         likelihood.batch_tie_threshold(batch_shape)  # independent members: one threshold each
     model = PairwiseLaplaceGP(
-        datapoints, comparisons, likelihood=likelihood, covar_module=covar_module
+        datapoints, comparisons, likelihood, covar_module=covar_module, inference=inference
     )
     return model, LaplaceEvidence(model.likelihood, model)
 
@@ -156,6 +159,7 @@ def laplace_box_model(
     likelihood: PairwiseLikelihood | None = None,
     lengthscale_prior: str = "gamma",
     base_kernel: str = "rbf",
+    inference: str = "laplace",
 ) -> tuple[Model, MarginalLogLikelihood]:
     """:func:`laplace_model` with :func:`box_covar_module` (``PairwiseGP``'s outputscale prior).
 
@@ -166,6 +170,7 @@ def laplace_box_model(
         likelihood: The likelihood (default: the model's probit).
         lengthscale_prior: ``"gamma"`` or ``"dim_scaled"``.
         base_kernel: ``"rbf"``, ``"matern52"`` or ``"matern32"``.
+        inference: ``"laplace"`` or ``"ep"``.
 
     Returns:
         ``(model, mll)``.
@@ -177,7 +182,9 @@ def laplace_box_model(
         lengthscale_prior=lengthscale_prior,
         base_kernel=base_kernel,
     )
-    return laplace_model(datapoints, comparisons, likelihood, covar_module=kernel)
+    return laplace_model(
+        datapoints, comparisons, likelihood, covar_module=kernel, inference=inference
+    )
 
 
 def pairwisegp_model(

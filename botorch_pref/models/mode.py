@@ -10,6 +10,11 @@ call). The model compares a key of its hyperparameters (:class:`ModeKey`: their 
 modules and the link's scale) with the one stored here (:meth:`LaplaceMode.is_current`) and
 finds the mode again only when they differ.
 
+With ``inference="ep"`` the factors are expectation propagation's instead
+(:mod:`botorch_pref.inference.ep`), its sites started from the Laplace mode's the first time and
+from the last run's afterwards (a hyperparameter change moves them little); the Laplace mode is
+still found, as that start.
+
 Warm starts: a mode search starts from the previous mode's coefficients when only the
 hyperparameters changed, otherwise from a :class:`~botorch_pref.inference.engine.WarmStart`
 carried over from the model's previous data (exact when designs were appended; a start worse
@@ -25,8 +30,10 @@ import torch
 from torch import Tensor
 from torch.nn import Module
 
+from botorch_pref.inference import ep
 from botorch_pref.inference.engine import LaplaceEngine, LaplaceFactors, ModeResult, WarmStart
 from botorch_pref.inference.newton import Form, default_tolerance
+from botorch_pref.inference.rows import row_differences, row_gram
 
 __all__ = ["LaplaceMode", "ModeKey"]
 
@@ -83,6 +90,8 @@ class LaplaceMode:
         tol: Newton stopping tolerance (``None``: dtype-aware default).
         max_iter: Maximum Newton iterations.
         warm: Where the first mode search may start (from the previous data), or ``None``.
+        inference: ``"laplace"`` or ``"ep"`` (the engine must then be a
+            :class:`~botorch_pref.inference.pairs.PairEngine` with a probit likelihood).
     """
 
     def __init__(
@@ -93,8 +102,11 @@ class LaplaceMode:
         tol: float | None = None,
         max_iter: int = 100,
         warm: WarmStart | None = None,
+        inference: str = "laplace",
     ) -> None:
         self.engine = engine
+        self.inference = inference
+        self.sites: ep.EPSites | None = None  # the last EP run's sites (a warm start)
         self.form = form
         self.tol = tol
         self.max_iter = int(max_iter)
@@ -172,8 +184,58 @@ class LaplaceMode:
         if self.result is None:
             raise RuntimeError("The mode has not been found yet.")
         if self._factors is None:
-            self._factors = self.engine.laplace_factors(self.K, self.result)
+            if self.inference == "ep":
+                rows, real, K_C = self._comparisons(self.K)
+                self._run_ep(K_C, real)
+                self._factors = ep.ep_factors(K_C, rows, self.K.shape[-1], self.sites)
+            else:
+                self._factors = self.engine.laplace_factors(self.K, self.result)
         return self._factors
+
+    def utility(self) -> Tensor:
+        """The posterior's centre at the designs (``B x n``): the mode, or EP's mean."""
+        if self.inference == "ep":
+            return (self.K @ self.factors().alpha.unsqueeze(-1)).squeeze(-1)
+        return self.result.f
+
+    def evidence(self, K: Tensor) -> Tensor:
+        """The log evidence at prior covariance ``K`` (``B``), differentiable in ``K``.
+
+        The mode must have been found at ``K``'s values (:meth:`find`). Laplace's evidence
+        (:meth:`~botorch_pref.inference.engine.LaplaceEngine.evidence_with_gradients`), or EP's
+        (:func:`~botorch_pref.inference.ep.ep_log_evidence`), whose first run on these data
+        starts from the mode.
+
+        Args:
+            K: ``B x n x n`` flat-batch prior covariance, with autograd.
+
+        Returns:
+            The evidence of each member.
+        """
+        if self.inference != "ep":
+            return self.engine.evidence_with_gradients(K, self.result)[0]
+        _, real, K_C = self._comparisons(K)
+        self._run_ep(K_C.detach(), real)
+        return ep.ep_log_evidence(K_C, self.engine.likelihood.scale, self.sites, real)
+
+    def _comparisons(self, K: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Winner-first rows, the mask of real ones, and their prior covariance ``K_C``."""
+        rows, real = ep.comparison_rows(self.engine.structure)
+        return rows, real, row_gram(K, rows)[1]
+
+    def _run_ep(self, K_C: Tensor, real: Tensor) -> None:
+        """Run EP at ``K_C`` (no autograd) from the last sites, or the Laplace mode's."""
+        last = self.sites
+        if last is not None and bool(
+            torch.isfinite(last.tau).all() & torch.isfinite(last.nu).all()
+        ):
+            tau, nu = last.tau, last.nu
+        else:
+            rows = ep.comparison_rows(self.engine.structure)[0]
+            c = row_differences(self.result.f, rows)
+            _, grad, neg_hess = self.engine.likelihood.derivatives(c)
+            tau, nu = ep.laplace_sites(grad, neg_hess, c, real)
+        self.sites = ep.run_ep(K_C, self.engine.likelihood.scale, tau, nu, real)
 
     def warm_start(self, n: int) -> WarmStart | None:
         """What a mode search for ``n`` designs (these first) can start from, or ``None``.

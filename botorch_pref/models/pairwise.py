@@ -67,6 +67,7 @@ from botorch_pref.models.data import (
     PreferenceInputError,
     append_comparisons,
     build_engine,
+    check_inference,
     check_solver_options,
     check_unchanged,
     expand_comparisons,
@@ -135,6 +136,9 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
             smaller system.
         tol: Newton stopping tolerance (dtype-aware default).
         max_iter: Maximum Newton iterations.
+        inference: ``"laplace"`` (the Laplace approximation at the mode) or ``"ep"``:
+            expectation propagation started from it (:mod:`botorch_pref.inference.ep`), for
+            probit pairs; its posterior and evidence replace the Laplace ones.
     """
 
     _num_outputs = 1
@@ -150,9 +154,11 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         form: Form | None = None,
         tol: float | None = None,
         max_iter: int = 100,
+        inference: str = "laplace",
     ) -> None:
         super().__init__()
         likelihood = as_likelihood(likelihood)
+        self._inference = check_inference(inference, likelihood)
         if form not in (None, "comparison", "design"):
             raise ValueError(f"form must be None, 'comparison' or 'design', got {form!r}.")
         self.likelihood = likelihood
@@ -217,7 +223,12 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         self.train_targets = comparisons.options if is_data else comparisons
         engine = build_engine(self.likelihood, datapoints, comparisons)
         self._mode = LaplaceMode(
-            engine, form=self._form, tol=self._tol, max_iter=self._max_iter, warm=warm
+            engine,
+            form=self._form,
+            tol=self._tol,
+            max_iter=self._max_iter,
+            warm=warm,
+            inference=self._inference,
         )
 
     @property
@@ -231,6 +242,8 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
 
     def _laplace(self) -> LaplaceMode:
         """The data's engine, mode and factors; the engine follows a replaced likelihood."""
+        if self._inference == "ep":
+            check_inference("ep", self.likelihood)
         self._mode.engine.likelihood = self.likelihood
         return self._mode
 
@@ -335,10 +348,16 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         return 0 if self._datapoints is None else self._datapoints.shape[-2]
 
     @property
+    def inference(self) -> str:
+        """The posterior approximation, ``"laplace"`` or ``"ep"``."""
+        return self._inference
+
+    @property
     def utility(self) -> Tensor:
-        """The posterior mode :math:`\\hat f` at the datapoints, ``batch_shape x n``."""
+        """The posterior mode :math:`\\hat f` at the datapoints (with ``inference="ep"``, EP's
+        posterior mean), ``batch_shape x n``."""
         self._ensure_current()
-        return self._mode.result.f.reshape(*self.batch_shape, self.n)
+        return self._laplace().utility().reshape(*self.batch_shape, self.n)
 
     @property
     def newton_iterations(self) -> int:
@@ -387,6 +406,7 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
 
         Finds the mode without autograd (warm-started), then takes one Newton step with autograd
         from it (see :meth:`botorch_pref.inference.engine.LaplaceEngine.evidence_with_gradients`).
+        With ``inference="ep"``, EP's evidence instead (:meth:`LaplaceMode.evidence`).
 
         Returns:
             A ``batch_shape`` tensor.
@@ -398,8 +418,7 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         # A looser tolerance suffices here: the Newton step below squares the mode's error, and
         # the first posterior call polishes the mode to the full tolerance.
         self._find_mode(K.detach(), X, tol=self._tol or fit_tolerance(K.dtype))
-        log_z, _ = self.engine.evidence_with_gradients(K, self._mode.result)
-        return log_z.reshape(self.batch_shape)
+        return self._laplace().evidence(K).reshape(self.batch_shape)
 
     # -------------------------------------------------------------- predict
     def _current_factors(self) -> LaplaceFactors:

@@ -19,6 +19,7 @@ from botorch_pref.sessions.records import Progress
 from botorch_pref.sessions.sql import SQLITE_MAX_INT
 
 __all__ = [
+    "LEGACY_INFERENCE",
     "LEGACY_KERNEL",
     "OPTIMIZER_OPTIONS",
     "check_settings",
@@ -42,6 +43,7 @@ OPTIMIZER_OPTIONS = (
     "kernel",
     "lengthscale_prior",
     "link",
+    "inference",
     "local_every",
     "local_radius",
     "local_when",
@@ -52,6 +54,8 @@ OPTIMIZER_OPTIONS = (
 #: one then); a new session stores the kernel it resolved, so a later change of the default
 #: never changes the model of a stored session.
 LEGACY_KERNEL = "rbf"
+#: Likewise the posterior approximation of sessions stored before it was a setting.
+LEGACY_INFERENCE = "laplace"
 _RESERVED_NAMES = frozenset(CSV_COLUMNS)
 
 
@@ -163,7 +167,7 @@ def check_settings(
         raise SessionError(f"Bad optimiser settings: {err}") from None
     resolved = {
         name: getattr(opt, name)
-        for name in ("kernel", "local_every", "local_when", "lookahead_every")
+        for name in ("kernel", "inference", "local_every", "local_when", "lookahead_every")
     }
     return {"strategy": opt.strategy, "q": opt.q, "seed": opt.seed, **options, **resolved}
 
@@ -175,16 +179,17 @@ def stored_options(options: Mapping[str, Any]) -> dict[str, Any]:
         options: The options as stored.
 
     Returns:
-        The options, with ``kernel`` set to :data:`LEGACY_KERNEL` for a Laplace model when the
-        session predates that setting, ``local_every`` to ``0`` (no local queries) when it
+        The options, with ``kernel`` set to :data:`LEGACY_KERNEL` and ``inference`` to
+        :data:`LEGACY_INFERENCE` for a Laplace model when the session predates that setting,
+        ``local_every`` to ``0`` (no local queries) when it
         predates that one, ``local_when`` to ``"always"`` (every due local query asked)
         when it predates that one, and ``lookahead_every`` to ``0`` (no lookahead queries)
         when it predates that one.
     """
     options = {"local_every": 0, "local_when": "always", "lookahead_every": 0, **options}
-    if "kernel" in options or options.get("model", "laplace") not in ("laplace", "laplace-box"):
+    if options.get("model", "laplace") not in ("laplace", "laplace-box"):
         return options
-    return {**options, "kernel": LEGACY_KERNEL}
+    return {"kernel": LEGACY_KERNEL, "inference": LEGACY_INFERENCE, **options}
 
 
 def progress_from_counts(counts: Mapping[str, int], budget: int | None) -> Progress:

@@ -1,0 +1,298 @@
+r"""Expectation propagation (EP) for probit pair comparisons: posterior factors and evidence.
+
+Comparison ``k`` says that design :math:`w_k` beat design :math:`l_k`; its difference is
+:math:`c_k = f(w_k) - f(l_k) = a_k^\top f`, with likelihood :math:`\Phi(c_k / s)` (the probit
+link, :class:`~botorch_pref.likelihoods.PairwiseProbit`). Stacking the rows :math:`a_k` into
+:math:`A_C` (``m x n``, one row per comparison, repeated pairs included), the prior
+:math:`f \sim N(0, K)` gives :math:`c \sim N(0, K_C)` with :math:`K_C = A_C K A_C^\top`.
+
+EP (Minka, 2001) replaces each likelihood term by a Gaussian *site*
+:math:`\tilde t_k(c_k) \propto \exp(-\tau_k c_k^2 / 2 + \nu_k c_k)`, so the approximate
+posterior of :math:`c` is :math:`N(\mu, \Sigma)` with
+
+.. math::
+
+    \Sigma = K_C - K_C S B^{-1} S K_C, \qquad \mu = \Sigma \nu, \qquad
+    B = I + S K_C S, \quad S = \operatorname{diag}(\sqrt\tau),
+
+(``B``'s eigenvalues are at least one: its Cholesky needs no jitter and no inverse of
+:math:`K_C`, which is singular when there are more comparisons than designs). Each sweep updates
+every site at once (*parallel* EP, damped): from the marginal :math:`N(\mu_k, v_k)` it forms the
+cavity :math:`v_{-k} = (v_k^{-1} - \tau_k)^{-1}`, :math:`m_{-k} = v_{-k}(\mu_k / v_k - \nu_k)`,
+matches the moments of the tilted distribution :math:`\Phi(c / s)\,N(c; m_{-k}, v_{-k})`, which
+are closed-form with :math:`z = m_{-k} / \sqrt{s^2 + v_{-k}}` and the inverse Mills ratio
+:math:`\lambda = \phi(z)/\Phi(z)`:
+
+.. math::
+
+    \hat m = m_{-k} + \frac{v_{-k} \lambda}{\sqrt{s^2 + v_{-k}}}, \qquad
+    \hat v = v_{-k} - \frac{v_{-k}^2\, \lambda (z + \lambda)}{s^2 + v_{-k}},
+
+and moves the site a fraction ``damping`` of the way to :math:`\tau = \hat v^{-1} - v_{-k}^{-1}`,
+:math:`\nu = \hat m / \hat v - m_{-k} / v_{-k}`. The sites start from the Laplace
+approximation's (the curvature and gradient of :math:`\log\Phi` at the mode: :func:`laplace_sites`),
+or from an earlier run's.
+
+**Posterior factors.** The posterior of :math:`f` is :math:`N(K A_C^\top \beta, K - K A_C^\top S
+B^{-1} S A_C K)` with :math:`\beta = \nu - S B^{-1} S K_C \nu`, which is the Laplace
+posterior's form (:class:`~botorch_pref.inference.engine.LaplaceFactors`) with representer
+weights :math:`\alpha = A_C^\top \beta` and :math:`M = L_B^{-1} S A_C`: predictions are made by
+the same code.
+
+**Evidence** (Rasmussen & Williams, 2006, eq. 3.65, in the coordinates :math:`c`):
+
+.. math::
+
+    \log Z_{EP} = -\tfrac12 \log\det(K_C + \tilde\Sigma) - \tfrac12 \tilde\mu^\top
+    (K_C + \tilde\Sigma)^{-1} \tilde\mu + \sum_k \Big[\log\Phi(z_k)
+    + \tfrac12 \log(v_{-k} + \tau_k^{-1}) + \frac{(m_{-k} - \tilde\mu_k)^2}
+    {2 (v_{-k} + \tau_k^{-1})}\Big],
+
+with :math:`\tilde\Sigma = \operatorname{diag}(\tau)^{-1}` and :math:`\tilde\mu = \nu / \tau`. At
+a fixed point of EP it is stationary in the sites, so its gradient in the hyperparameters is the
+derivative with the sites held fixed (Seeger, 2005): :func:`ep_log_evidence` is differentiable
+in :math:`K_C` through everything but the sites.
+
+Padding comparisons (rows ``(0, 0)`` of a batch whose members hold different numbers of
+comparisons) keep :math:`\tau = \nu = 0` and change nothing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from botorch_pref.inference.engine import LaplaceFactors, cholesky_of_system
+from botorch_pref.inference.pairs import PairStructure
+from botorch_pref.inference.rows import difference_matrix, scatter_rows
+from botorch_pref.likelihoods.links import probit_hazard
+
+__all__ = [
+    "EPSites",
+    "comparison_rows",
+    "ep_factors",
+    "ep_log_evidence",
+    "laplace_sites",
+    "probit_tilted_moments",
+    "run_ep",
+]
+
+#: Default damping of the parallel updates: half-way to the new sites.
+DAMPING = 0.5
+#: Default stopping tolerance on the largest change of a site parameter, relative to the
+#: largest site parameter (and at least 1), per dtype.
+_TOLERANCE = {torch.float64: 1e-8, torch.float32: 1e-4}
+
+
+class EPSites(NamedTuple):
+    """The Gaussian sites of a flat batch of comparison sets.
+
+    Attributes:
+        tau: ``B x m`` site precisions (zero at padding).
+        nu: ``B x m`` site precisions times site means (zero at padding).
+        sweeps: Parallel sweeps taken.
+        converged: ``B`` bool tensor.
+    """
+
+    tau: Tensor
+    nu: Tensor
+    sweeps: int
+    converged: Tensor
+
+
+def comparison_rows(structure: PairStructure) -> tuple[Tensor, Tensor]:
+    """One winner-first difference row per comparison, and which rows are real.
+
+    Args:
+        structure: The merged comparisons of a :class:`~botorch_pref.inference.pairs.PairEngine`.
+
+    Returns:
+        ``(rows, real)``: ``B x m x 2`` index pairs ``(winner, loser)`` (``(0, 0)`` for padding)
+        and the ``B x m`` bool mask of real comparisons.
+    """
+    pairs = structure.pairs.gather(1, structure.comp_pair.unsqueeze(-1).expand(-1, -1, 2))
+    rows = torch.where((structure.comp_sign < 0).unsqueeze(-1), pairs.flip(-1), pairs)
+    if structure.comp_weight is None:
+        real = torch.ones(rows.shape[:2], dtype=torch.bool, device=rows.device)
+    else:
+        real = structure.comp_weight > 0
+    return rows, real
+
+
+def probit_tilted_moments(mean: Tensor, var: Tensor, scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Log-normaliser, mean and variance of :math:`\Phi(c / s)\,N(c; m, v)` (normalised).
+
+    Args:
+        mean: Cavity means :math:`m`.
+        var: Cavity variances :math:`v > 0`.
+        scale: The probit scale :math:`s`.
+
+    Returns:
+        ``(log_z, mean, var)`` shaped like ``mean``: :math:`\log\Phi(z)`, :math:`\hat m`,
+        :math:`\hat v` (module docstring).
+    """
+    root = torch.sqrt(scale * scale + var)
+    z = mean / root
+    lam, z_plus_lam = probit_hazard(z)
+    new_mean = mean + var * lam / root
+    new_var = var - var * var * lam * z_plus_lam / (root * root)
+    return torch.special.log_ndtr(z), new_mean, new_var
+
+
+def laplace_sites(grad: Tensor, neg_hess: Tensor, c: Tensor, real: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Sites of the Laplace approximation: the second-order expansion of :math:`\log\Phi` at
+    the mode, :math:`\tau = -(\log\Phi)''`, :math:`\nu = \tau \hat c + (\log\Phi)'`.
+
+    Args:
+        grad: ``B x m`` first derivatives of each comparison's log-likelihood at the mode.
+        neg_hess: ``B x m`` negative second derivatives there.
+        c: ``B x m`` comparison differences at the mode.
+        real: ``B x m`` mask of real comparisons.
+
+    Returns:
+        ``(tau, nu)``, zero at padding.
+    """
+    zero = torch.zeros_like(c)
+    return torch.where(real, neg_hess, zero), torch.where(real, neg_hess * c + grad, zero)
+
+
+def _posterior(K_C: Tensor, tau: Tensor) -> tuple[Tensor, Tensor]:
+    """``(L_B, S)``: the Cholesky factor of :math:`B = I + S K_C S` and :math:`\\sqrt\\tau`."""
+    root = tau.clamp_min(0.0).sqrt()
+    system = root.unsqueeze(-1) * K_C * root.unsqueeze(-2)
+    system.diagonal(dim1=-2, dim2=-1).add_(1.0)
+    return cholesky_of_system(system), root
+
+
+def _marginals(K_C: Tensor, tau: Tensor, nu: Tensor) -> tuple[Tensor, Tensor]:
+    """Means and variances (``B x m``) of the approximate posterior of the differences."""
+    L, root = _posterior(K_C, tau)
+    V = torch.linalg.solve_triangular(L, root.unsqueeze(-1) * K_C, upper=False)
+    cov = K_C - V.transpose(-1, -2) @ V
+    return (cov @ nu.unsqueeze(-1)).squeeze(-1), cov.diagonal(dim1=-2, dim2=-1)
+
+
+def _cavities(
+    mean: Tensor, var: Tensor, tau: Tensor, nu: Tensor, real: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Cavity means, variances and the mask of sites whose cavity is proper."""
+    tau_cavity = 1.0 / var - tau
+    ok = real & (tau_cavity > 0)
+    var_cavity = 1.0 / torch.where(ok, tau_cavity, torch.ones_like(tau_cavity))
+    return var_cavity * (mean / var - nu), var_cavity, ok
+
+
+def run_ep(
+    K_C: Tensor,
+    scale: float,
+    tau: Tensor,
+    nu: Tensor,
+    real: Tensor,
+    *,
+    damping: float = DAMPING,
+    tol: float | None = None,
+    max_sweeps: int = 200,
+) -> EPSites:
+    """Parallel damped EP from the sites ``(tau, nu)`` (no autograd).
+
+    Args:
+        K_C: ``B x m x m`` prior covariance of the comparison differences.
+        scale: The probit scale :math:`s`.
+        tau: ``B x m`` starting site precisions (:func:`laplace_sites`, or an earlier run's).
+        nu: ``B x m`` starting site parameters.
+        real: ``B x m`` mask of real comparisons.
+        damping: Fraction of the way each sweep moves the sites, in ``(0, 1]``.
+        tol: Stop when no site parameter changes by more than ``tol`` times the largest (and at
+            least 1); dtype-aware default.
+        max_sweeps: Most sweeps; a warning names a batch that has not converged by then.
+
+    Returns:
+        The :class:`EPSites`.
+    """
+    tol = _TOLERANCE.get(K_C.dtype, 1e-4) if tol is None else tol
+    zero = torch.zeros_like(tau)
+    tau, nu = torch.where(real, tau, zero), torch.where(real, nu, zero)
+    converged = torch.zeros(tau.shape[0], dtype=torch.bool, device=tau.device)
+    sweeps = 0
+    with torch.no_grad():
+        while sweeps < max_sweeps:
+            sweeps += 1
+            mean, var = _marginals(K_C, tau, nu)
+            m_cav, v_cav, ok = _cavities(mean, var, tau, nu, real)
+            _, m_hat, v_hat = probit_tilted_moments(m_cav, v_cav, scale)
+            new_tau = (1.0 / v_hat - 1.0 / v_cav).clamp_min(0.0)
+            new_nu = m_hat / v_hat - m_cav / v_cav
+            step_tau = torch.where(ok, damping * (new_tau - tau), zero)
+            step_nu = torch.where(ok, damping * (new_nu - nu), zero)
+            tau, nu = tau + step_tau, nu + step_nu
+            size = torch.maximum(tau.abs().amax(-1), nu.abs().amax(-1)).clamp_min(1.0)
+            change = torch.maximum(step_tau.abs().amax(-1), step_nu.abs().amax(-1))
+            converged = change <= tol * size
+            if bool(converged.all()):
+                break
+    if not bool(converged.all()):
+        warnings.warn(
+            f"EP did not converge in {max_sweeps} sweeps; the posterior may be inaccurate.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return EPSites(tau, nu, sweeps, converged)
+
+
+def ep_log_evidence(K_C: Tensor, scale: float, sites: EPSites, real: Tensor) -> Tensor:
+    r"""EP's log evidence :math:`\log Z_{EP}` (``B``), differentiable in ``K_C`` at fixed sites.
+
+    Args:
+        K_C: ``B x m x m`` prior covariance of the comparison differences (with autograd).
+        scale: The probit scale :math:`s`.
+        sites: Converged sites for (the values of) ``K_C``.
+        real: ``B x m`` mask of real comparisons.
+
+    Returns:
+        The evidence of each member (module docstring).
+    """
+    tau, nu = sites.tau.detach(), sites.nu.detach()
+    on = real & (tau > 0)
+    one = torch.ones_like(tau)
+    tau_on = torch.where(on, tau, one)
+    L, root = _posterior(K_C, torch.where(on, tau, torch.zeros_like(tau)))
+    # Gaussian part: log N(mu_tilde; 0, K_C + diag(1/tau)) without its 2 pi, via B
+    u = torch.where(on, nu / tau_on.sqrt(), torch.zeros_like(nu))  # S mu_tilde
+    w = torch.linalg.solve_triangular(L, u.unsqueeze(-1), upper=False).squeeze(-1)
+    log_det = 2.0 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    gauss = -0.5 * log_det + 0.5 * torch.where(on, tau_on.log(), 0.0).sum(-1)
+    gauss = gauss - 0.5 * (w * w).sum(-1)
+    # site terms, from the cavities of the approximate posterior at these sites
+    V = torch.linalg.solve_triangular(L, root.unsqueeze(-1) * K_C, upper=False)
+    cov = K_C - V.transpose(-1, -2) @ V
+    mean = (cov @ nu.unsqueeze(-1)).squeeze(-1)
+    m_cav, v_cav, _ = _cavities(mean, cov.diagonal(dim1=-2, dim2=-1), tau_on, nu, on)
+    log_z, _, _ = probit_tilted_moments(m_cav, v_cav, scale)
+    spread = v_cav + 1.0 / tau_on
+    site = log_z + 0.5 * spread.log() + (m_cav - nu / tau_on) ** 2 / (2.0 * spread)
+    return gauss + torch.where(on, site, 0.0).sum(-1)
+
+
+def ep_factors(K_C: Tensor, rows: Tensor, n: int, sites: EPSites) -> LaplaceFactors:
+    r"""Posterior factors of the EP approximation, in the Laplace posterior's form.
+
+    Args:
+        K_C: ``B x m x m`` prior covariance of the comparison differences.
+        rows: ``B x m x 2`` winner-first rows (:func:`comparison_rows`).
+        n: Number of designs.
+        sites: The converged sites.
+
+    Returns:
+        :class:`~botorch_pref.inference.engine.LaplaceFactors` with
+        :math:`\alpha = A_C^\top \beta` and :math:`M = L_B^{-1} S A_C` (module docstring).
+    """
+    with torch.no_grad():
+        L, root = _posterior(K_C, sites.tau)
+        t = root * (K_C @ sites.nu.unsqueeze(-1)).squeeze(-1)
+        beta = sites.nu - root * torch.cholesky_solve(t.unsqueeze(-1), L).squeeze(-1)
+        A = difference_matrix(rows, n, K_C)
+        M = torch.linalg.solve_triangular(L, root.unsqueeze(-1) * A, upper=False)
+        return LaplaceFactors(scatter_rows(beta, rows, n), M)

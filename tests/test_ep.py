@@ -1,0 +1,197 @@
+"""Expectation propagation (``inference="ep"``) against independent references.
+
+The exact posterior and evidence of a few comparisons are computed by importance sampling and
+by quadrature; the evidence's gradient by finite differences of converged runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from botorch.fit import fit_gpytorch_mll
+
+from botorch_pref import PairwiseLaplaceGP
+from botorch_pref.data import PreferenceData
+from botorch_pref.likelihoods import PairwiseLogit, PairwiseProbit, Ranking
+from botorch_pref.models.data import PreferenceInputError
+from botorch_pref.models.evidence import LaplaceEvidence
+
+from .helpers import random_comparisons
+
+DT = torch.float64
+X5 = torch.linspace(0, 1, 5, dtype=DT).unsqueeze(-1)
+# a repeated pair (0 beat 1 twice) and a cycle (0 > 1 > 2 > 3, 3 > 1)
+C8 = torch.tensor([[0, 1], [1, 2], [2, 3], [0, 3], [4, 0], [3, 1], [0, 1], [2, 4]])
+
+
+def _model(inference: str, noise: float, outputscale: float, **kwargs) -> PairwiseLaplaceGP:
+    model = PairwiseLaplaceGP(X5, C8, inference=inference, **kwargs)
+    model.likelihood.noise_std = noise
+    model.covar_module.outputscale = outputscale
+    model.covar_module.base_kernel.lengthscale = 0.3
+    return model
+
+
+def _exact_moments(model: PairwiseLaplaceGP, proposal_mean, proposal_cov, n=1_000_000):
+    """Posterior mean and covariance of f at X5 by importance sampling (seeded)."""
+    K = model.covar_module(X5).to_dense().detach() + 1e-9 * torch.eye(5, dtype=DT)
+    prior = torch.distributions.MultivariateNormal(torch.zeros(5, dtype=DT), K)
+    proposal = torch.distributions.MultivariateNormal(proposal_mean, 2.0 * proposal_cov)
+    torch.manual_seed(0)
+    f = proposal.sample((n,))
+    d = f[:, C8[:, 0]] - f[:, C8[:, 1]]
+    log_w = torch.special.log_ndtr(d / model.likelihood.scale).sum(-1)
+    w = torch.softmax(log_w + prior.log_prob(f) - proposal.log_prob(f), 0)
+    mean = (w.unsqueeze(-1) * f).sum(0)
+    centred = f - mean
+    return mean, (w.unsqueeze(-1) * centred).T @ centred
+
+
+@pytest.mark.parametrize(("noise", "outputscale"), [(1.0, 4.0), (0.1, 4.0)])
+def test_ep_posterior_is_closer_to_the_exact_one_than_laplace(noise, outputscale):
+    # Utilities are identified up to a shift: compare the centred moments.
+    P = torch.eye(5, dtype=DT) - 1.0 / 5
+    errors = {}
+    for inference in ("laplace", "ep"):
+        model = _model(inference, noise, outputscale).eval()
+        post = model.posterior(X5)
+        mean, cov = post.mean.squeeze(-1).detach(), post.distribution.covariance_matrix.detach()
+        if inference == "laplace":
+            exact_mean, exact_cov = _exact_moments(model, mean, cov)
+        errors[inference] = (
+            (P @ (mean - exact_mean)).abs().max().item(),
+            (P @ (cov - exact_cov) @ P).abs().max().item() / (P @ exact_cov @ P).diag().max(),
+        )
+        torch.testing.assert_close(model.utility, mean)  # EP's utility is its posterior mean
+    assert errors["ep"][0] < 0.003 and errors["ep"][1] < 0.04
+    assert errors["laplace"][0] > 3 * errors["ep"][0]
+    assert errors["laplace"][1] > 3 * errors["ep"][1]
+
+
+def test_ep_is_exact_for_one_comparison():
+    # One site: EP matches the tilted distribution's mean and variance exactly. The reference
+    # integrates Phi(c / s) N(c; 0, v) on a grid.
+    X = torch.tensor([[0.2], [0.7]], dtype=DT)
+    model = PairwiseLaplaceGP(X, torch.tensor([[0, 1]]), inference="ep")
+    model.covar_module.outputscale = 3.0
+    model.eval()
+    post = model.posterior(X)
+    mean, cov = post.mean.squeeze(-1), post.distribution.covariance_matrix
+    c_mean = (mean[0] - mean[1]).item()
+    c_var = (cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]).item()
+    K = model.covar_module(X).to_dense().detach()
+    v = (K[0, 0] + K[1, 1] - 2 * K[0, 1]).item()
+    c = torch.linspace(-12 * math.sqrt(v), 12 * math.sqrt(v), 200_001, dtype=DT)
+    density = torch.special.ndtr(c / model.likelihood.scale) * torch.exp(-0.5 * c * c / v)
+    z = torch.trapezoid(density, c)
+    exact_mean = (torch.trapezoid(c * density, c) / z).item()
+    exact_var = (torch.trapezoid(c * c * density, c) / z).item() - exact_mean**2
+    assert c_mean == pytest.approx(exact_mean, rel=1e-6)
+    assert c_var == pytest.approx(exact_var, rel=1e-6)
+    log_z = math.log(z.item() / math.sqrt(2 * math.pi * v))
+    assert model.laplace_evidence().item() == pytest.approx(log_z, abs=1e-6)
+
+
+def test_ep_evidence_is_closer_to_the_exact_one_than_laplace():
+    # log Z = log E_prior[prod Phi(d / s)], by Monte Carlo from the prior (8 million draws).
+    model = _model("laplace", 1.0, 4.0)
+    K = model.covar_module(X5).to_dense().detach() + 1e-9 * torch.eye(5, dtype=DT)
+    L = torch.linalg.cholesky(K)
+    g = torch.Generator().manual_seed(1)
+    log_p = []
+    for _ in range(4):
+        f = (L @ torch.randn(5, 2_000_000, generator=g, dtype=DT)).T
+        log_p.append(
+            torch.special.log_ndtr((f[:, C8[:, 0]] - f[:, C8[:, 1]]) / math.sqrt(2)).sum(-1)
+        )
+    log_p = torch.cat(log_p)
+    exact = (torch.logsumexp(log_p, 0) - math.log(log_p.numel())).item()
+    laplace = model.laplace_evidence().item()
+    ep = _model("ep", 1.0, 4.0).laplace_evidence().item()
+    assert abs(ep - exact) < 0.005
+    assert abs(laplace - exact) > 0.02
+
+
+def test_ep_evidence_gradient_matches_finite_differences():
+    def evidence(raw_outputscale: float, raw_lengthscale: float, grad: bool = False):
+        model = _model("ep", 0.5, 2.0)
+        with torch.no_grad():
+            model.covar_module.raw_outputscale.fill_(raw_outputscale)
+            model.covar_module.base_kernel.raw_lengthscale.fill_(raw_lengthscale)
+        value = model.laplace_evidence()
+        if not grad:
+            return value.item()
+        value.backward()
+        kernel = model.covar_module
+        return kernel.raw_outputscale.grad.item(), kernel.base_kernel.raw_lengthscale.grad.item()
+
+    a, b, h = 0.7, -0.9, 1e-5
+    g_a, g_b = evidence(a, b, grad=True)
+    assert g_a == pytest.approx((evidence(a + h, b) - evidence(a - h, b)) / (2 * h), rel=1e-5)
+    assert g_b == pytest.approx((evidence(a, b + h) - evidence(a, b - h)) / (2 * h), rel=1e-5)
+
+
+def test_ep_batched_members_with_padding_equal_separate_models():
+    X1, C1 = random_comparisons(12, 20, d=2, seed=1)
+    X2, C2 = random_comparisons(12, 14, d=2, seed=2)
+    padded = torch.cat([C2, torch.full((6, 2), -1)])
+    batched = PairwiseLaplaceGP(
+        torch.stack([X1, X2]), torch.stack([C1, padded]), inference="ep"
+    ).eval()
+    Xt = torch.rand(2, 7, 2, generator=torch.Generator().manual_seed(3), dtype=DT)
+    post = batched.posterior(Xt)
+    evidence = batched.laplace_evidence()
+    for r, (X, C) in enumerate([(X1, C1), (X2, C2)]):
+        single = PairwiseLaplaceGP(X, C, inference="ep").eval()
+        ref = single.posterior(Xt[r])
+        torch.testing.assert_close(post.mean[r], ref.mean, atol=1e-7, rtol=1e-6)
+        torch.testing.assert_close(
+            post.distribution.covariance_matrix[r], ref.distribution.covariance_matrix,
+            atol=1e-7, rtol=1e-6,
+        )  # fmt: skip
+        assert evidence[r].item() == pytest.approx(single.laplace_evidence().item(), abs=1e-7)
+
+
+def test_ep_hyperparameter_fit_raises_the_ep_evidence():
+    X, C = random_comparisons(15, 30, d=2, seed=5)
+    model = PairwiseLaplaceGP(X, C, inference="ep")
+    mll = LaplaceEvidence(model.likelihood, model)  # EP's evidence plus the log-priors
+    before = mll().item()
+    fit_gpytorch_mll(mll)
+    assert model.inference == "ep"
+    assert mll().item() > before + 0.1
+    assert torch.isfinite(model.posterior(X).mean).all()
+
+
+def test_ep_in_float32_agrees_with_float64():
+    X, C = random_comparisons(15, 30, d=2, seed=6)
+    Xt = torch.rand(8, 2, generator=torch.Generator().manual_seed(0), dtype=DT)
+    m64 = PairwiseLaplaceGP(X, C, inference="ep").eval()
+    m32 = PairwiseLaplaceGP(X.float(), C, inference="ep").eval()
+    p64, p32 = m64.posterior(Xt), m32.posterior(Xt.float())
+    torch.testing.assert_close(p32.mean.double(), p64.mean, atol=2e-4, rtol=1e-3)
+    torch.testing.assert_close(p32.variance.double(), p64.variance, atol=2e-4, rtol=1e-3)
+    assert m32.laplace_evidence().item() == pytest.approx(m64.laplace_evidence().item(), abs=1e-3)
+
+
+def test_ep_refuses_what_it_does_not_model():
+    X, C = random_comparisons(6, 8, d=2, seed=7)
+    with pytest.raises(ValueError, match="inference must be one of"):
+        PairwiseLaplaceGP(X, C, inference="vb")
+    for likelihood in (PairwiseLogit(), PairwiseProbit(tie_threshold=0.5)):
+        with pytest.raises(PreferenceInputError, match="probit pair likelihood"):
+            PairwiseLaplaceGP(X, C, likelihood=likelihood, inference="ep")
+    choices = PreferenceData.from_comparisons(C)
+    choices.add_choice([0, 1, 2], chosen=1)
+    with pytest.raises(PreferenceInputError, match="probit pair likelihood"):
+        PairwiseLaplaceGP(X, choices, likelihood=Ranking(), inference="ep")
+    # pairs given as PreferenceData are pairs
+    model = PairwiseLaplaceGP(X, PreferenceData.from_comparisons(C), inference="ep").eval()
+    reference = PairwiseLaplaceGP(X, C, inference="ep").eval()
+    torch.testing.assert_close(model.posterior(X).mean, reference.posterior(X).mean)
+    model = PairwiseLaplaceGP(X, C, inference="ep")
+    model.likelihood = PairwiseLogit()  # replaced later: refused on next use, not ignored
+    with pytest.raises(PreferenceInputError, match="probit pair likelihood"):
+        model.posterior(X)
