@@ -14,6 +14,7 @@ from botorch.fit import fit_gpytorch_mll
 
 from botorch_pref import PairwiseLaplaceGP
 from botorch_pref.data import PreferenceData
+from botorch_pref.inference.ep import laplace_sites, run_ep
 from botorch_pref.likelihoods import PairwiseLogit, PairwiseProbit, Ranking
 from botorch_pref.models.data import PreferenceInputError
 from botorch_pref.models.evidence import LaplaceEvidence
@@ -195,3 +196,36 @@ def test_ep_refuses_what_it_does_not_model():
     model.likelihood = PairwiseLogit()  # replaced later: refused on next use, not ignored
     with pytest.raises(PreferenceInputError, match="probit pair likelihood"):
         model.posterior(X)
+
+
+def _sites_at_the_mode(model: PairwiseLaplaceGP):
+    """``(K_C, scale, tau, nu, real)``: EP's problem for the model, sites at the Laplace mode."""
+    model.eval()
+    model.posterior(model.datapoints)
+    mode = model._laplace()
+    rows, real, K_C = mode._comparisons(mode.K)
+    f = mode.result.f
+    c = f.gather(-1, rows[..., 0]) - f.gather(-1, rows[..., 1])
+    _, grad, neg_hess = model.likelihood.derivatives(c)
+    return (K_C, model.likelihood.scale, *laplace_sites(grad, neg_hess, c, real), real)
+
+
+@pytest.mark.parametrize(
+    ("n", "m", "noise", "outputscale", "lengthscale", "seed"),
+    [(10, 72, 0.33, 20.6, 0.28, 7), (5, 23, 0.21, 37.3, 0.16, 32)],
+)
+def test_ep_converges_where_undamped_sweeps_oscillate(n, m, noise, outputscale, lengthscale, seed):
+    # Many answers about few designs and a large outputscale: parallel EP moving the sites all
+    # the way oscillates without end here (500 sweeps); the later half-way sweeps converge.
+    X, C = random_comparisons(n, m, d=2, noise=noise, seed=seed)
+    model = PairwiseLaplaceGP(X, C)
+    model.covar_module.outputscale = outputscale
+    model.covar_module.base_kernel.lengthscale = lengthscale
+    K_C, scale, tau, nu, real = _sites_at_the_mode(model)
+    sites = run_ep(K_C, scale, tau, nu, real, max_sweeps=120)
+    assert bool(sites.converged.all()) and sites.sweeps < 120
+    # a fixed point: one more sweep from it moves nothing
+    again = run_ep(K_C, scale, sites.tau, sites.nu, real, max_sweeps=1)
+    assert bool(again.converged.all())
+    with pytest.raises(ValueError, match="damping"):
+        run_ep(K_C, scale, tau, nu, real, damping=0.0)
