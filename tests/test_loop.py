@@ -514,7 +514,9 @@ def test_a_failed_refit_keeps_the_hyperparameters_and_records_the_answer(monkeyp
     # The posterior is the one at the kept hyperparameters on all four answers: a model built
     # from scratch with them agrees.
     kernel = make_covar_module(opt.dim, base_kernel=opt.kernel)  # the loop's default kernel
-    ref = PairwiseLaplaceGP(opt.model.datapoints, opt.comparisons.clone(), covar_module=kernel)
+    ref = PairwiseLaplaceGP(
+        opt.model.datapoints, opt.comparisons.clone(), covar_module=kernel, inference=opt.inference
+    )
     ref.covar_module.load_state_dict(before)
     Xt = opt.model.datapoints
     with torch.no_grad():

@@ -70,8 +70,9 @@ def test_config_hands_the_factory_its_kernel_prior_and_link():
     assert kwargs == {"lengthscale_prior": "dim_scaled"}
     ties = LoopConfig(2, link="logit", ties=True, seed=1).likelihood()
     assert isinstance(ties, PairwiseLogit) and ties.has_ties
-    assert LoopConfig(2, kernel="matern32", seed=1).model_kwargs() == {"base_kernel": "matern32"}
-    assert LoopConfig(2, kernel="rbf", seed=1).model_kwargs() == {}
+    laplace = {"seed": 1, "inference": "laplace"}
+    assert LoopConfig(2, kernel="matern32", **laplace).model_kwargs() == {"base_kernel": "matern32"}
+    assert LoopConfig(2, kernel="rbf", **laplace).model_kwargs() == {}
     assert LoopConfig(2, model="pairwisegp", seed=1).kernel is None
     assert LoopConfig(2, seed=1).kernel == DEFAULT_KERNEL
 

@@ -78,7 +78,10 @@ def test_loop_state_rejects_a_bad_backend_or_no_member():
         LoopState(config, bounds, seeds=[], backend="batched")
     with pytest.raises(ValueError, match="batched back end"):
         LoopState(
-            dataclasses.replace(config, model="pairwisegp", kernel=None), bounds, [0, 1], "batched"
+            dataclasses.replace(config, model="pairwisegp", kernel=None, inference=None),
+            bounds,
+            [0, 1],
+            "batched",
         )
 
 
