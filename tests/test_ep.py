@@ -144,8 +144,13 @@ def test_ep_batched_members_with_padding_equal_separate_models():
     Xt = torch.rand(2, 7, 2, generator=torch.Generator().manual_seed(3), dtype=DT)
     post = batched.posterior(Xt)
     evidence = batched.laplace_evidence()
+    evidence.sum().backward()  # padding once made the padded member's gradient NaN
+    grad = batched.covar_module.base_kernel.raw_lengthscale.grad
     for r, (X, C) in enumerate([(X1, C1), (X2, C2)]):
         single = PairwiseLaplaceGP(X, C, inference="ep").eval()
+        single.laplace_evidence().backward()
+        single_grad = single.covar_module.base_kernel.raw_lengthscale.grad
+        torch.testing.assert_close(grad[r], single_grad, atol=1e-7, rtol=1e-6)
         ref = single.posterior(Xt[r])
         torch.testing.assert_close(post.mean[r], ref.mean, atol=1e-7, rtol=1e-6)
         torch.testing.assert_close(

@@ -288,7 +288,8 @@ def ep_log_evidence(K_C: Tensor, scale: float, sites: EPSites, real: Tensor) -> 
     V = torch.linalg.solve_triangular(L, root.unsqueeze(-1) * K_C, upper=False)
     cov = K_C - V.transpose(-1, -2) @ V
     mean = (cov @ nu.unsqueeze(-1)).squeeze(-1)
-    m_cav, v_cav, _ = _cavities(mean, cov.diagonal(dim1=-2, dim2=-1), tau_on, nu, on)
+    var = torch.where(on, cov.diagonal(dim1=-2, dim2=-1), one)  # padding: 0, kept off the graph
+    m_cav, v_cav, _ = _cavities(mean, var, tau_on, nu, on)
     log_z, _, _ = probit_tilted_moments(m_cav, v_cav, scale)
     spread = v_cav + 1.0 / tau_on
     site = log_z + 0.5 * spread.log() + (m_cav - nu / tau_on) ** 2 / (2.0 * spread)
