@@ -234,3 +234,13 @@ def test_ep_converges_where_undamped_sweeps_oscillate(n, m, noise, outputscale, 
     assert bool(again.converged.all())
     with pytest.raises(ValueError, match="damping"):
         run_ep(K_C, scale, tau, nu, real, damping=0.0)
+
+
+@pytest.mark.cuda
+def test_ep_on_cuda_matches_cpu():
+    X, C = random_comparisons(15, 30, d=2, seed=8)
+    Xt = torch.rand(8, 2, generator=torch.Generator().manual_seed(0), dtype=DT)
+    cpu = PairwiseLaplaceGP(X, C, inference="ep").eval()
+    gpu = PairwiseLaplaceGP(X.cuda(), C.cuda(), inference="ep").eval()
+    torch.testing.assert_close(gpu.posterior(Xt.cuda()).mean.cpu(), cpu.posterior(Xt).mean)
+    assert gpu.laplace_evidence().item() == pytest.approx(cpu.laplace_evidence().item(), abs=1e-8)
