@@ -186,7 +186,7 @@ class LaplaceMode:
         if self._factors is None:
             if self.inference == "ep":
                 rows, real, K_C = self._comparisons(self.K)
-                self._run_ep(K_C, real)
+                self._run_ep(K_C, real, self.tol)
                 self._factors = ep.ep_factors(K_C, rows, self.K.shape[-1], self.sites)
             else:
                 self._factors = self.engine.laplace_factors(self.K, self.result)
@@ -201,10 +201,12 @@ class LaplaceMode:
     def evidence(self, K: Tensor) -> Tensor:
         """The log evidence at prior covariance ``K`` (``B``), differentiable in ``K``.
 
-        The mode must have been found at ``K``'s values (:meth:`find`). Laplace's evidence
-        (:meth:`~botorch_pref.inference.engine.LaplaceEngine.evidence_with_gradients`), or EP's
-        (:func:`~botorch_pref.inference.ep.ep_log_evidence`), whose first run on these data
-        starts from the mode.
+        Laplace's evidence
+        (:meth:`~botorch_pref.inference.engine.LaplaceEngine.evidence_with_gradients`; the mode
+        must have been found at ``K``'s values, :meth:`find`), or EP's
+        (:func:`~botorch_pref.inference.ep.ep_log_evidence`; the mode is needed only before the
+        first EP run on these data, :meth:`needs_mode`, which starts from it), with the sites
+        run to :func:`~botorch_pref.inference.ep.fit_tolerance` unless a ``tol`` was given.
 
         Args:
             K: ``B x n x n`` flat-batch prior covariance, with autograd.
@@ -215,7 +217,7 @@ class LaplaceMode:
         if self.inference != "ep":
             return self.engine.evidence_with_gradients(K, self.result)[0]
         _, real, K_C = self._comparisons(K)
-        self._run_ep(K_C.detach(), real)
+        self._run_ep(K_C.detach(), real, self.tol or ep.fit_tolerance(K.dtype))
         return ep.ep_log_evidence(K_C, self.engine.likelihood.scale, self.sites, real)
 
     def _comparisons(self, K: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -223,19 +225,27 @@ class LaplaceMode:
         rows, real = ep.comparison_rows(self.engine.structure)
         return rows, real, row_gram(K, rows)[1]
 
-    def _run_ep(self, K_C: Tensor, real: Tensor) -> None:
-        """Run EP at ``K_C`` (no autograd) from the last sites, or the Laplace mode's."""
+    def needs_mode(self) -> bool:
+        """Whether :meth:`evidence` needs the mode at its ``K`` (always, except when EP runs
+        from an earlier run's sites)."""
+        return self.inference != "ep" or not self._sites_usable()
+
+    def _sites_usable(self) -> bool:
         last = self.sites
-        if last is not None and bool(
+        return last is not None and bool(
             torch.isfinite(last.tau).all() & torch.isfinite(last.nu).all()
-        ):
-            tau, nu = last.tau, last.nu
+        )
+
+    def _run_ep(self, K_C: Tensor, real: Tensor, tol: float | None = None) -> None:
+        """Run EP at ``K_C`` (no autograd) from the last sites, or the Laplace mode's."""
+        if self._sites_usable():
+            tau, nu = self.sites.tau, self.sites.nu
         else:
             rows = ep.comparison_rows(self.engine.structure)[0]
             c = row_differences(self.result.f, rows)
             _, grad, neg_hess = self.engine.likelihood.derivatives(c)
             tau, nu = ep.laplace_sites(grad, neg_hess, c, real)
-        self.sites = ep.run_ep(K_C, self.engine.likelihood.scale, tau, nu, real)
+        self.sites = ep.run_ep(K_C, self.engine.likelihood.scale, tau, nu, real, tol=tol)
 
     def warm_start(self, n: int) -> WarmStart | None:
         """What a mode search for ``n`` designs (these first) can start from, or ``None``.

@@ -417,7 +417,8 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         K = self._flat_K(X)
         # A looser tolerance suffices here: the Newton step below squares the mode's error, and
         # the first posterior call polishes the mode to the full tolerance.
-        self._find_mode(K.detach(), X, tol=self._tol or fit_tolerance(K.dtype))
+        if self._laplace().needs_mode():
+            self._find_mode(K.detach(), X, tol=self._tol or fit_tolerance(K.dtype))
         return self._laplace().evidence(K).reshape(self.batch_shape)
 
     # -------------------------------------------------------------- predict
