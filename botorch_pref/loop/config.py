@@ -37,7 +37,7 @@ Defaults and why:
   centres a skewed posterior at its mode and misstates the evidence; EP's are close to the exact
   ones. On the question-quality suite, with common random numbers, it found better designs on
   average and on four of six problems (most on Branin), worse on none by more than one standard
-  error, for a little more time per query (figures in ``benchmarks/RESULTS.md``). Answers EP
+  error, for up to about a third more time per query (figures in ``benchmarks/RESULTS.md``). Answers EP
   does not model (ties, choices among more than two options, the logit link) keep the Laplace
   approximation, and so do sessions, which accept "no preference" answers by default.
 * ``local_every = 2``, ``local_radius = 0.05``, ``local_when = "edge"`` for pair queries:
