@@ -36,8 +36,9 @@ Defaults and why:
   are expectation propagation's (:mod:`botorch_pref.inference.ep`). The Laplace approximation
   centres a skewed posterior at its mode and misstates the evidence; EP's are close to the exact
   ones. On the question-quality suite, with common random numbers, it found better designs on
-  average and on four of six problems (most on Branin), worse on none by more than one standard
-  error, for up to about a third more time per query (figures in ``benchmarks/RESULTS.md``). Answers EP
+  average, also on the problems outside it (most on Branin), and worse on no suite problem by
+  more than one standard error, for up to about a third more time per query (figures in
+  ``benchmarks/RESULTS.md``). Answers EP
   does not model (ties, choices among more than two options, the logit link) keep the Laplace
   approximation, and so do sessions, which accept "no preference" answers by default.
 * ``local_every = 2``, ``local_radius = 0.05``, ``local_when = "edge"`` for pair queries:
