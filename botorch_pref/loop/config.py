@@ -38,9 +38,9 @@ Defaults and why:
   ones. On the question-quality suite, with common random numbers, it found better designs on
   average, also on the problems outside it (most on Branin), and worse on no suite problem by
   more than one standard error, for up to about a third more time per query (figures in
-  ``benchmarks/RESULTS.md``). Answers EP
-  does not model (ties, choices among more than two options, the logit link) keep the Laplace
-  approximation, and so do sessions, which accept "no preference" answers by default.
+  ``benchmarks/RESULTS.md``). Answers EP does not model (ties, choices among more than two
+  options, the logit link) keep the Laplace approximation, and so do sessions, which accept "no
+  preference" answers by default.
 * ``local_every = 2``, ``local_radius = 0.05``, ``local_when = "edge"`` for pair queries:
   every second acquisition query is a *local* one when the champion (the compared design with
   the highest posterior mean, the current recommendation) lies within 0.05 of the boundary on
