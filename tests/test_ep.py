@@ -14,7 +14,8 @@ from botorch.fit import fit_gpytorch_mll
 
 from botorch_pref import PairwiseLaplaceGP
 from botorch_pref.data import PreferenceData
-from botorch_pref.inference.ep import laplace_sites, run_ep
+from botorch_pref.inference.ep import comparison_rows, laplace_sites, run_ep
+from botorch_pref.inference.rows import row_gram
 from botorch_pref.likelihoods import PairwiseLogit, PairwiseProbit, Ranking
 from botorch_pref.models.data import PreferenceInputError
 from botorch_pref.models.evidence import LaplaceEvidence
@@ -204,12 +205,12 @@ def test_ep_refuses_what_it_does_not_model():
 
 
 def _sites_at_the_mode(model: PairwiseLaplaceGP):
-    """``(K_C, scale, tau, nu, real)``: EP's problem for the model, sites at the Laplace mode."""
-    model.eval()
-    model.posterior(model.datapoints)
-    mode = model._laplace()
-    rows, real, K_C = mode._comparisons(mode.K)
-    f = mode.result.f
+    """``(K_C, scale, tau, nu, real)``: EP's problem for a Laplace model, sites at its mode."""
+    rows, real = comparison_rows(model.engine.structure)
+    with torch.no_grad():
+        K = model.covar_module(model.datapoints).to_dense().unsqueeze(0)
+        K_C = row_gram(K, rows)[1]
+        f = model.utility.unsqueeze(0)  # the Laplace mode
     c = f.gather(-1, rows[..., 0]) - f.gather(-1, rows[..., 1])
     _, grad, neg_hess = model.likelihood.derivatives(c)
     return (K_C, model.likelihood.scale, *laplace_sites(grad, neg_hess, c, real), real)
