@@ -184,9 +184,9 @@ def _posterior(K_C: Tensor, tau: Tensor) -> tuple[Tensor, Tensor]:
     return cholesky_of_system(system), root
 
 
-def _marginals(K_C: Tensor, tau: Tensor, nu: Tensor) -> tuple[Tensor, Tensor]:
-    """Means and variances (``B x m``) of the approximate posterior of the differences."""
-    L, root = _posterior(K_C, tau)
+def _marginals(K_C: Tensor, L: Tensor, root: Tensor, nu: Tensor) -> tuple[Tensor, Tensor]:
+    """Means and variances (``B x m``) of the approximate posterior of the differences, from
+    the factors of :func:`_posterior` (with autograd when ``K_C`` has it)."""
     V = torch.linalg.solve_triangular(L, root.unsqueeze(-1) * K_C, upper=False)
     # only the diagonal of Sigma = K_C - V^T V, and Sigma nu as products with vectors
     prior_mean = (K_C @ nu.unsqueeze(-1)).squeeze(-1)
@@ -244,7 +244,7 @@ def run_ep(
     with torch.no_grad():
         while sweeps < max_sweeps:
             sweeps += 1
-            mean, var = _marginals(K_C, tau, nu)
+            mean, var = _marginals(K_C, *_posterior(K_C, tau), nu)
             m_cav, v_cav, ok = _cavities(mean, var, tau, nu, real)
             _, m_hat, v_hat = probit_tilted_moments(m_cav, v_cav, scale)
             new_tau = (1.0 / v_hat - 1.0 / v_cav).clamp_min(0.0)
@@ -296,10 +296,8 @@ def ep_log_evidence(K_C: Tensor, scale: float, sites: EPSites, real: Tensor) -> 
     gauss = -0.5 * log_det + 0.5 * torch.where(on, tau_on.log(), 0.0).sum(-1)
     gauss = gauss - 0.5 * (w * w).sum(-1)
     # site terms, from the cavities of the approximate posterior at these sites
-    V = torch.linalg.solve_triangular(L, root.unsqueeze(-1) * K_C, upper=False)
-    cov = K_C - V.transpose(-1, -2) @ V
-    mean = (cov @ nu.unsqueeze(-1)).squeeze(-1)
-    var = torch.where(on, cov.diagonal(dim1=-2, dim2=-1), one)  # padding: 0, kept off the graph
+    mean, var = _marginals(K_C, L, root, nu)
+    var = torch.where(on, var, one)  # padding: 0, kept off the graph
     m_cav, v_cav, _ = _cavities(mean, var, tau_on, nu, on)
     log_z, _, _ = probit_tilted_moments(m_cav, v_cav, scale)
     spread = v_cav + 1.0 / tau_on

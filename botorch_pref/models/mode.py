@@ -107,6 +107,7 @@ class LaplaceMode:
         self.engine = engine
         self.inference = inference
         self.sites: ep.EPSites | None = None  # the last EP run's sites (a warm start)
+        self._rows: tuple[Tensor, Tensor] | None = None  # EP's comparison rows, once per data
         self.form = form
         self.tol = tol
         self.max_iter = int(max_iter)
@@ -222,8 +223,14 @@ class LaplaceMode:
 
     def _comparisons(self, K: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Winner-first rows, the mask of real ones, and their prior covariance ``K_C``."""
-        rows, real = ep.comparison_rows(self.engine.structure)
+        rows, real = self._comparison_rows()
         return rows, real, row_gram(K, rows)[1]
+
+    def _comparison_rows(self) -> tuple[Tensor, Tensor]:
+        """:func:`~botorch_pref.inference.ep.comparison_rows` of the data, formed once."""
+        if self._rows is None:
+            self._rows = ep.comparison_rows(self.engine.structure)
+        return self._rows
 
     def needs_mode(self) -> bool:
         """Whether :meth:`evidence` needs the mode at its ``K`` (always, except when EP runs
@@ -241,8 +248,7 @@ class LaplaceMode:
         if self._sites_usable():
             tau, nu = self.sites.tau, self.sites.nu
         else:
-            rows = ep.comparison_rows(self.engine.structure)[0]
-            c = row_differences(self.result.f, rows)
+            c = row_differences(self.result.f, self._comparison_rows()[0])
             _, grad, neg_hess = self.engine.likelihood.derivatives(c)
             tau, nu = ep.laplace_sites(grad, neg_hess, c, real)
         self.sites = ep.run_ep(K_C, self.engine.likelihood.scale, tau, nu, real, tol=tol)

@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 ALREADY_ANSWERED = "That question was already answered: here is the next one."
+_NOT_OPEN = "That question is not open: nothing was recorded. Here is the current question."
 #: What the page says when the question a form answers no longer awaits an answer, by the
 #: :attr:`~botorch_pref.sessions.QueryNotPendingError.reason` the store gives.
 NOT_PENDING = {
@@ -56,8 +57,8 @@ NOT_PENDING = {
         "That question was withdrawn: an answer was undone since it was shown, so nothing was "
         "recorded. Here is the current question."
     ),
-    "imported": "That question is not open: nothing was recorded. Here is the current question.",
-    "unknown": "That question is not open: nothing was recorded. Here is the current question.",
+    "imported": _NOT_OPEN,
+    "unknown": _NOT_OPEN,
 }
 STALE_UNDO = (
     "That page was out of date: an answer was given or undone since it was shown, so nothing "
