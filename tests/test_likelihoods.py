@@ -132,3 +132,24 @@ def test_a_probit_pickled_with_a_plain_noise_std_attribute_still_loads():
     lik.__dict__["noise_std"] = lik.__dict__.pop("_noise_std")  # how older objects held it
     loaded = pickle.loads(pickle.dumps(lik))
     assert loaded.noise_std == 0.3 and loaded.scale == pytest.approx(math.sqrt(2.0) * 0.3)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_derivatives_at_another_scale_are_the_link_at_that_scale(ties):
+    # A tensor scale evaluates each element at its own scale: the same as a likelihood built
+    # with that scale (probit: s = sqrt(2) noise_std), for wins and, with a threshold, ties.
+    delta = torch.tensor([-400.0, -30.0, -2.0, -0.1, 0.0, 0.3, 5.0, 60.0], dtype=torch.float64)
+    scales = torch.tensor([0.3, 1.0, 1.7, 4.0, 0.5, 2.5, 9.0, 0.8], dtype=torch.float64)
+    theta = 0.6 if ties else None
+    builds = (
+        (PairwiseProbit(tie_threshold=theta), lambda s: PairwiseProbit(s / math.sqrt(2), theta)),
+        (PairwiseLogit(tie_threshold=theta), lambda s: PairwiseLogit(s, theta)),
+    )
+    for lik, at_scale in builds:
+        methods = ["derivatives"] + ["tie_derivatives"] * ties
+        for method in methods:
+            got = getattr(lik, method)(delta, scales)
+            for k, s in enumerate(scales.tolist()):
+                want = getattr(at_scale(s), method)(delta[k : k + 1])
+                for g, w in zip(got, want, strict=True):
+                    torch.testing.assert_close(g[k : k + 1], w, rtol=1e-12, atol=0.0)

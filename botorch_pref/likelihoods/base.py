@@ -229,7 +229,9 @@ class PairwiseLikelihood(Likelihood):
         r""":math:`\log(F(a) - F(b))` for :math:`a > b` and :math:`a + b \le 0`."""
         raise NotImplementedError
 
-    def tie_derivatives(self, delta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def tie_derivatives(
+        self, delta: Tensor, scale: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         r"""Log-probability of a tie and its first and negative second derivatives in ``delta``.
 
         With :math:`a = (\theta - |\delta|)/s`, :math:`b = (-\theta - |\delta|)/s` (the tie
@@ -249,13 +251,15 @@ class PairwiseLikelihood(Likelihood):
 
         Args:
             delta: Utility differences, any shape.
+            scale: Another scale in place of :attr:`scale` (a positive tensor broadcastable to
+                ``delta``), or ``None``; see :meth:`derivatives`.
 
         Returns:
             ``(log_p, grad, neg_hess)`` shaped like ``delta``.
         """
         if not self.has_ties:
             raise ValueError(f"{type(self).__name__} was built without a tie_threshold.")
-        s = self.scale
+        s = self.scale if scale is None else scale
         theta = self._theta(delta)
         sign = torch.where(delta < 0, -1.0, 1.0).to(delta)
         x = delta.abs()
@@ -342,11 +346,19 @@ class PairwiseLikelihood(Likelihood):
         r"""Log-probability :math:`\log P(v \succ u)` for utility differences ``delta``."""
         raise NotImplementedError
 
-    def derivatives(self, delta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def derivatives(
+        self, delta: Tensor, scale: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         r"""Log-probability and its first and negative second derivatives in ``delta``.
 
         Args:
             delta: Utility differences :math:`f_v - f_u`, any shape.
+            scale: Another scale in place of :attr:`scale` (a positive tensor broadcastable to
+                ``delta``), or ``None``. For the probit link,
+                :math:`E[\Phi(\delta/s)]` over :math:`\delta \sim N(m, v)` is
+                :math:`\Phi(m / \sqrt{s^2 + v})`, the link at scale :math:`\sqrt{s^2 + v}`
+                (and likewise for a tie), which is how expectation propagation's tilted moments
+                are computed (:mod:`botorch_pref.inference.ep`).
 
         Returns:
             ``(log_p, grad, neg_hess)``, each shaped like ``delta``, with ``neg_hess > 0``.

@@ -153,8 +153,10 @@ class PairwiseProbit(PairwiseLikelihood):
     def log_prob(self, delta: Tensor) -> Tensor:
         return torch.special.log_ndtr(self._shift(delta) / self.scale)
 
-    def derivatives(self, delta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        s = self.scale
+    def derivatives(
+        self, delta: Tensor, scale: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        s = self.scale if scale is None else scale
         z = self._shift(delta) / s
         lam, z_plus_lam = probit_hazard(z)
         return torch.special.log_ndtr(z), lam / s, lam * z_plus_lam / (s * s)
@@ -172,7 +174,9 @@ class PairwiseProbit(PairwiseLikelihood):
         log_a = torch.special.log_ndtr(a)
         return log_a + _log1mexp(torch.special.log_ndtr(b) - log_a)
 
-    def tie_derivatives(self, delta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def tie_derivatives(
+        self, delta: Tensor, scale: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         r"""Log-probability of a tie and its first and negative second derivatives in ``delta``.
 
         As :meth:`PairwiseLikelihood.tie_derivatives`; far in the tail (:math:`a < -100` in
@@ -191,12 +195,14 @@ class PairwiseProbit(PairwiseLikelihood):
 
         Args:
             delta: Utility differences, any shape.
+            scale: Another scale in place of :attr:`scale`, or ``None`` (see
+                :meth:`PairwiseLikelihood.derivatives`).
 
         Returns:
             ``(log_p, grad, neg_hess)`` shaped like ``delta``.
         """
-        log_d, grad, neg_hess = super().tie_derivatives(delta)
-        s = self.scale
+        log_d, grad, neg_hess = super().tie_derivatives(delta, scale)
+        s = self.scale if scale is None else scale
         theta = self._theta(delta)
         x = delta.abs()
         a = (theta - x) / s
@@ -274,8 +280,10 @@ class PairwiseLogit(PairwiseLikelihood):
     def log_prob(self, delta: Tensor) -> Tensor:
         return torch.nn.functional.logsigmoid(self._shift(delta) / self._scale)
 
-    def derivatives(self, delta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        s = self._scale
+    def derivatives(
+        self, delta: Tensor, scale: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        s = self._scale if scale is None else scale
         z = self._shift(delta) / s
         p_lose = torch.sigmoid(-z)
         return (
