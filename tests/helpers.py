@@ -73,3 +73,45 @@ def snapshot(path) -> tuple:
     )
     con.close()
     return out
+
+
+def approximation_errors(model_of, log_likelihood, X: torch.Tensor) -> dict:
+    """How far the Laplace and the EP posteriors at ``X`` are from the exact one.
+
+    The exact posterior is estimated by importance sampling (1e6 seeded draws from the Laplace
+    posterior, its covariance doubled). Utilities are identified up to a shift, so the errors
+    are of the centred moments.
+
+    Args:
+        model_of: ``inference -> PairwiseLaplaceGP`` with data about the designs ``X`` only.
+        log_likelihood: ``(f, model) -> log p(data | f)`` for draws ``f`` (``N x n``), written
+            independently of the library.
+        X: The ``n x d`` designs.
+
+    Returns:
+        ``{inference: (mean error, relative covariance error)}``.
+    """
+    n = X.shape[0]
+    P = torch.eye(n, dtype=X.dtype) - 1.0 / n
+    errors = {}
+    for inference in ("laplace", "ep"):
+        model = model_of(inference).eval()
+        post = model.posterior(X)
+        mean, cov = post.mean.squeeze(-1).detach(), post.distribution.covariance_matrix.detach()
+        if inference == "laplace":
+            K = model.covar_module(X).to_dense().detach() + 1e-9 * torch.eye(n, dtype=X.dtype)
+            prior = torch.distributions.MultivariateNormal(torch.zeros(n, dtype=X.dtype), K)
+            proposal = torch.distributions.MultivariateNormal(mean, 2.0 * cov)
+            torch.manual_seed(0)
+            f = proposal.sample((1_000_000,))
+            log_w = log_likelihood(f, model) + prior.log_prob(f) - proposal.log_prob(f)
+            w = torch.softmax(log_w, 0)
+            exact_mean = (w.unsqueeze(-1) * f).sum(0)
+            centred = f - exact_mean
+            exact_cov = (w.unsqueeze(-1) * centred).T @ centred
+        errors[inference] = (
+            (P @ (mean - exact_mean)).abs().max().item(),
+            (P @ (cov - exact_cov) @ P).abs().max().item() / (P @ exact_cov @ P).diag().max(),
+        )
+        torch.testing.assert_close(model.utility, mean)  # EP's utility is its posterior mean
+    return errors

@@ -85,6 +85,8 @@ def test_config_resolves_the_inference_from_the_answers():
         assert LoopConfig(2, seed=1, **other).inference == "laplace"  # EP does not model them
     assert LoopConfig(2, model="pairwisegp", seed=1).inference is None  # its own
     assert LoopConfig(2, inference="ep", seed=1).model_kwargs()["inference"] == "ep"
+    ties = LoopConfig(2, inference="ep", ties=True, seed=1)  # the ordinal probit
+    assert ties.model_kwargs()["inference"] == "ep" and ties.likelihood().has_ties
     assert "inference" not in LoopConfig(2, inference="laplace", seed=1).model_kwargs()
 
 
@@ -111,7 +113,6 @@ def test_config_resolves_the_inference_from_the_answers():
         ({"link": "logit", "model": "pairwisegp"}, "probit link"),
         ({"inference": "vb"}, "inference must be one of"),
         ({"inference": "ep", "model": "pairwisegp"}, "needs model='laplace'"),
-        ({"inference": "ep", "ties": True}, "probit pair answers"),
         ({"inference": "ep", "link": "logit"}, "probit pair answers"),
         ({"inference": "ep", "strategy": "qeubo", "q": 3}, "probit pair answers"),
     ],

@@ -581,6 +581,21 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
         assert s.optimizer.model.inference == "ep"
 
 
+def test_a_session_on_ep_models_no_preference_answers(db):
+    # EP's sites cover ties (the ordinal probit): a session that accepts ties can use it, and
+    # its recommendation stays finite after a tie.
+    with Session.create(db, "ep-ties", PARAMS, **{**FAST, "strategy": "eubo"}, inference="ep") as s:
+        assert s.settings["ties"] is True and s.settings["inference"] == "ep"
+        s.answer(s.ask().id, tie=True)
+        s.answer(s.ask().id, winner=0)
+    with Session.open(db, "ep-ties") as s:
+        s.answer(s.ask().id, tie=True)
+        model = s.optimizer.model
+        assert model.inference == "ep" and model.likelihood.has_ties
+        assert s.progress().ties == 2
+        assert torch.isfinite(model.posterior(model.datapoints).mean).all()
+
+
 # ------------------------------------------------ imports of every export form; flags and settings
 def stored(s: Session) -> list[tuple]:
     """The standing answers with their options, as an import reproduces them."""

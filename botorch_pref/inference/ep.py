@@ -1,8 +1,11 @@
-r"""Expectation propagation (EP) for probit pair comparisons: posterior factors and evidence.
+r"""Expectation propagation (EP) for probit pair comparisons and ties: posterior factors, evidence.
 
 Comparison ``k`` says that design :math:`w_k` beat design :math:`l_k`; its difference is
 :math:`c_k = f(w_k) - f(l_k) = a_k^\top f`, with likelihood :math:`\Phi(c_k / s)` (the probit
-link, :class:`~botorch_pref.likelihoods.PairwiseProbit`). Stacking the rows :math:`a_k` into
+link, :class:`~botorch_pref.likelihoods.PairwiseProbit`). With a tie threshold :math:`\theta`
+a win has likelihood :math:`\Phi((c_k - \theta) / s)` and a tie ("no preference" between
+:math:`w_k` and :math:`l_k`, in either order) :math:`\Phi((\theta - c_k)/s) -
+\Phi((-\theta - c_k)/s)`. Stacking the rows :math:`a_k` into
 :math:`A_C` (``m x n``, one row per comparison, repeated pairs included), the prior
 :math:`f \sim N(0, K)` gives :math:`c \sim N(0, K_C)` with :math:`K_C = A_C K A_C^\top`.
 
@@ -19,14 +22,23 @@ posterior of :math:`c` is :math:`N(\mu, \Sigma)` with
 :math:`K_C`, which is singular when there are more comparisons than designs). Each sweep updates
 every site at once (*parallel* EP): from the marginal :math:`N(\mu_k, v_k)` it forms the
 cavity :math:`v_{-k} = (v_k^{-1} - \tau_k)^{-1}`, :math:`m_{-k} = v_{-k}(\mu_k / v_k - \nu_k)`,
-matches the moments of the tilted distribution :math:`\Phi(c / s)\,N(c; m_{-k}, v_{-k})`, which
-are closed-form with :math:`z = m_{-k} / \sqrt{s^2 + v_{-k}}` and the inverse Mills ratio
-:math:`\lambda = \phi(z)/\Phi(z)`:
+matches the moments of the tilted distribution :math:`p_k(c)\,N(c; m_{-k}, v_{-k})`, with
+:math:`p_k` the comparison's likelihood. Both likelihoods are differences of probit terms, and
+:math:`\int \Phi((c - t)/s)\,N(c; m, v)\,dc = \Phi((m - t)/\sqrt{s^2 + v})`, so the tilted
+normaliser :math:`Z_k(m)` is the comparison's likelihood at the cavity mean with the scale
+:math:`r = \sqrt{s^2 + v_{-k}}`, and its moments are its derivatives there:
 
 .. math::
 
-    \hat m = m_{-k} + \frac{v_{-k} \lambda}{\sqrt{s^2 + v_{-k}}}, \qquad
-    \hat v = v_{-k} - \frac{v_{-k}^2\, \lambda (z + \lambda)}{s^2 + v_{-k}},
+    \hat m = m_{-k} + v_{-k} \frac{\partial \log Z_k}{\partial m}, \qquad
+    \hat v = v_{-k} + v_{-k}^2 \frac{\partial^2 \log Z_k}{\partial m^2}
+
+(for a win without ties, with :math:`z = m_{-k}/r` and the inverse Mills ratio
+:math:`\lambda = \phi(z)/\Phi(z)`: :math:`\hat m = m_{-k} + v_{-k}\lambda / r`,
+:math:`\hat v = v_{-k} - v_{-k}^2 \lambda(z + \lambda)/r^2`). The likelihood's own
+:meth:`~botorch_pref.likelihoods.PairwiseLikelihood.derivatives` and
+:meth:`~botorch_pref.likelihoods.PairwiseLikelihood.tie_derivatives` at the scale :math:`r`
+compute them, with their tail-safe formulas,
 
 and moves the site towards :math:`\tau = \hat v^{-1} - v_{-k}^{-1}`,
 :math:`\nu = \hat m / \hat v - m_{-k} / v_{-k}`: all the way in the first 20 sweeps (a
@@ -53,10 +65,12 @@ the same code.
     + \tfrac12 \log(v_{-k} + \tau_k^{-1}) + \frac{(m_{-k} - \tilde\mu_k)^2}
     {2 (v_{-k} + \tau_k^{-1})}\Big],
 
-with :math:`\tilde\Sigma = \operatorname{diag}(\tau)^{-1}` and :math:`\tilde\mu = \nu / \tau`. At
-a fixed point of EP it is stationary in the sites, so its gradient in the hyperparameters is the
-derivative with the sites held fixed (Seeger, 2005): :func:`ep_log_evidence` is differentiable
-in :math:`K_C` through everything but the sites.
+with :math:`\tilde\Sigma = \operatorname{diag}(\tau)^{-1}`, :math:`\tilde\mu = \nu / \tau` and
+:math:`\log\Phi(z_k)` the log normaliser :math:`\log Z_k` (a tie's is the log of its
+difference of probit terms). At a fixed point of EP it is stationary in the sites, so its
+gradient in the hyperparameters is the derivative with the sites held fixed (Seeger, 2005):
+:func:`ep_log_evidence` is differentiable in :math:`K_C` and in the tie threshold through
+everything but the sites.
 
 Padding comparisons (rows ``(0, 0)`` of a batch whose members hold different numbers of
 comparisons) keep :math:`\tau = \nu = 0` and change nothing.
@@ -70,20 +84,23 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from botorch_pref.inference.blocks import ObservationStructure
 from botorch_pref.inference.engine import LaplaceFactors, cholesky_of_system
 from botorch_pref.inference.pairs import PairStructure
 from botorch_pref.inference.rows import difference_matrix, scatter_rows
-from botorch_pref.likelihoods.links import probit_hazard
+from botorch_pref.likelihoods import ObservationKind, PairwiseLikelihood, PairwiseProbit
 
 __all__ = [
+    "ComparisonRows",
     "EPSites",
+    "comparison_derivatives",
     "comparison_rows",
     "ep_factors",
     "ep_log_evidence",
     "fit_tolerance",
     "laplace_sites",
-    "probit_tilted_moments",
     "run_ep",
+    "tilted_moments",
 ]
 
 #: The first sweeps move the sites all the way to their updates (a member's steps are halved
@@ -120,43 +137,98 @@ class EPSites(NamedTuple):
     converged: Tensor
 
 
-def comparison_rows(structure: PairStructure) -> tuple[Tensor, Tensor]:
-    """One winner-first difference row per comparison, and which rows are real.
+class ComparisonRows(NamedTuple):
+    """The comparisons EP has a site for.
+
+    Attributes:
+        rows: ``B x m x 2`` index pairs, the winner first (either order for a tie; ``(0, 0)``
+            for padding).
+        real: ``B x m`` bool mask of real comparisons.
+        tie: ``B x m`` bool mask of ties, or ``None`` when the data hold none.
+    """
+
+    rows: Tensor
+    real: Tensor
+    tie: Tensor | None = None
+
+
+def comparison_rows(structure: PairStructure | ObservationStructure) -> ComparisonRows:
+    """One winner-first difference row per comparison, and which rows are real or ties.
 
     Args:
-        structure: The merged comparisons of a :class:`~botorch_pref.inference.pairs.PairEngine`.
+        structure: The merged comparisons of a :class:`~botorch_pref.inference.pairs.PairEngine`,
+            or the observations of a :class:`~botorch_pref.inference.blocks.BlockEngine` that
+            hold only pairs and ties.
 
     Returns:
-        ``(rows, real)``: ``B x m x 2`` index pairs ``(winner, loser)`` (``(0, 0)`` for padding)
-        and the ``B x m`` bool mask of real comparisons.
+        The :class:`ComparisonRows`.
+
+    Raises:
+        ValueError: For observations with choices among more than two options or rankings.
     """
+    if isinstance(structure, ObservationStructure):
+        other = set(structure.kinds) - {int(ObservationKind.PAIR), int(ObservationKind.TIE)}
+        if other:
+            names = ", ".join(ObservationKind(k).name for k in sorted(other))
+            raise ValueError(f"EP models pairs and ties, not {names} observations.")
+        B, m = structure.kind.shape
+        rows = structure.rows.reshape(B, m, structure.width, 2)[:, :, 0]
+        real = structure.valid[..., 1]
+        tie = None
+        if int(ObservationKind.TIE) in structure.kinds:
+            tie = real & (structure.kind == int(ObservationKind.TIE))
+        return ComparisonRows(rows, real, tie)
     pairs = structure.pairs.gather(1, structure.comp_pair.unsqueeze(-1).expand(-1, -1, 2))
     rows = torch.where((structure.comp_sign < 0).unsqueeze(-1), pairs.flip(-1), pairs)
     if structure.comp_weight is None:
         real = torch.ones(rows.shape[:2], dtype=torch.bool, device=rows.device)
     else:
         real = structure.comp_weight > 0
-    return rows, real
+    return ComparisonRows(rows, real)
 
 
-def probit_tilted_moments(mean: Tensor, var: Tensor, scale: float) -> tuple[Tensor, Tensor, Tensor]:
-    r"""Log-normaliser, mean and variance of :math:`\Phi(c / s)\,N(c; m, v)` (normalised).
+def comparison_derivatives(
+    likelihood: PairwiseLikelihood, c: Tensor, tie: Tensor | None, scale: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Log-likelihood of each comparison at its difference ``c``, and its first and negative
+    second derivatives: a win's, or a tie's where ``tie`` is set.
 
     Args:
-        mean: Cavity means :math:`m`.
-        var: Cavity variances :math:`v > 0`.
-        scale: The probit scale :math:`s`.
+        likelihood: The pair likelihood.
+        c: ``B x m`` differences (winner minus loser).
+        tie: ``B x m`` mask of ties, or ``None``.
+        scale: The scale to evaluate the link at (default: the likelihood's).
 
     Returns:
-        ``(log_z, mean, var)`` shaped like ``mean``: :math:`\log\Phi(z)`, :math:`\hat m`,
+        ``(log_p, grad, neg_hess)`` shaped like ``c``.
+    """
+    terms = likelihood.derivatives(c, scale)
+    if tie is None:
+        return terms
+    tied = likelihood.tie_derivatives(c, scale)
+    log_p, grad, neg_hess = (torch.where(tie, t, w) for t, w in zip(tied, terms, strict=True))
+    return log_p, grad, neg_hess
+
+
+def tilted_moments(
+    likelihood: PairwiseProbit, mean: Tensor, var: Tensor, tie: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Log-normaliser, mean and variance of :math:`p(c)\,N(c; m, v)` (normalised), for the
+    probit likelihood :math:`p` of a win (or of a tie where ``tie`` is set).
+
+    Args:
+        likelihood: The probit pair likelihood (with its tie threshold, if any).
+        mean: Cavity means :math:`m`.
+        var: Cavity variances :math:`v > 0`.
+        tie: Mask of ties, or ``None``.
+
+    Returns:
+        ``(log_z, mean, var)`` shaped like ``mean``: :math:`\log Z`, :math:`\hat m`,
         :math:`\hat v` (module docstring).
     """
-    root = torch.sqrt(scale * scale + var)
-    z = mean / root
-    lam, z_plus_lam = probit_hazard(z)
-    new_mean = mean + var * lam / root
-    new_var = var - var * var * lam * z_plus_lam / (root * root)
-    return torch.special.log_ndtr(z), new_mean, new_var
+    root = torch.sqrt(likelihood.scale**2 + var)
+    log_z, grad, neg_hess = comparison_derivatives(likelihood, mean, tie, root)
+    return log_z, mean + var * grad, var - var * var * neg_hess
 
 
 def laplace_sites(grad: Tensor, neg_hess: Tensor, c: Tensor, real: Tensor) -> tuple[Tensor, Tensor]:
@@ -206,11 +278,12 @@ def _cavities(
 
 def run_ep(
     K_C: Tensor,
-    scale: float,
+    likelihood: PairwiseProbit,
     tau: Tensor,
     nu: Tensor,
     real: Tensor,
     *,
+    tie: Tensor | None = None,
     damping: float = DAMPING,
     tol: float | None = None,
     max_sweeps: int = 200,
@@ -219,10 +292,11 @@ def run_ep(
 
     Args:
         K_C: ``B x m x m`` prior covariance of the comparison differences.
-        scale: The probit scale :math:`s`.
+        likelihood: The probit pair likelihood (its scale and tie threshold; no autograd).
         tau: ``B x m`` starting site precisions (:func:`laplace_sites`, or an earlier run's).
         nu: ``B x m`` starting site parameters.
         real: ``B x m`` mask of real comparisons.
+        tie: ``B x m`` mask of ties (:class:`ComparisonRows`), or ``None``.
         damping: Fraction of the way the sweeps after the first :data:`UNDAMPED_SWEEPS` move
             the sites, in ``(0, 1]``.
         tol: Stop when no site parameter changes by more than ``tol`` times the largest (and at
@@ -246,7 +320,7 @@ def run_ep(
             sweeps += 1
             mean, var = _marginals(K_C, *_posterior(K_C, tau), nu)
             m_cav, v_cav, ok = _cavities(mean, var, tau, nu, real)
-            _, m_hat, v_hat = probit_tilted_moments(m_cav, v_cav, scale)
+            _, m_hat, v_hat = tilted_moments(likelihood, m_cav, v_cav, tie)
             new_tau = (1.0 / v_hat - 1.0 / v_cav).clamp_min(0.0)
             new_nu = m_hat / v_hat - m_cav / v_cav
             full_tau, full_nu = new_tau - tau, new_nu - nu
@@ -272,14 +346,22 @@ def run_ep(
     return EPSites(tau, nu, sweeps, converged)
 
 
-def ep_log_evidence(K_C: Tensor, scale: float, sites: EPSites, real: Tensor) -> Tensor:
-    r"""EP's log evidence :math:`\log Z_{EP}` (``B``), differentiable in ``K_C`` at fixed sites.
+def ep_log_evidence(
+    K_C: Tensor,
+    likelihood: PairwiseProbit,
+    sites: EPSites,
+    real: Tensor,
+    tie: Tensor | None = None,
+) -> Tensor:
+    r"""EP's log evidence :math:`\log Z_{EP}` (``B``), differentiable in ``K_C`` and the tie
+    threshold at fixed sites.
 
     Args:
         K_C: ``B x m x m`` prior covariance of the comparison differences (with autograd).
-        scale: The probit scale :math:`s`.
-        sites: Converged sites for (the values of) ``K_C``.
+        likelihood: The probit pair likelihood (its tie threshold with autograd, if any).
+        sites: Converged sites for (the values of) ``K_C`` and the tie threshold.
         real: ``B x m`` mask of real comparisons.
+        tie: ``B x m`` mask of ties, or ``None``.
 
     Returns:
         The evidence of each member (module docstring).
@@ -299,7 +381,7 @@ def ep_log_evidence(K_C: Tensor, scale: float, sites: EPSites, real: Tensor) -> 
     mean, var = _marginals(K_C, L, root, nu)
     var = torch.where(on, var, one)  # padding: 0, kept off the graph
     m_cav, v_cav, _ = _cavities(mean, var, tau_on, nu, on)
-    log_z, _, _ = probit_tilted_moments(m_cav, v_cav, scale)
+    log_z, _, _ = tilted_moments(likelihood, m_cav, v_cav, tie)
     spread = v_cav + 1.0 / tau_on
     site = log_z + 0.5 * spread.log() + (m_cav - nu / tau_on) ** 2 / (2.0 * spread)
     return gauss + torch.where(on, site, 0.0).sum(-1)

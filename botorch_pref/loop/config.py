@@ -189,8 +189,8 @@ class LoopConfig:
             (:class:`~botorch_pref.likelihoods.PairwiseProbit` or
             :class:`~botorch_pref.likelihoods.PairwiseLogit`).
         inference: The Laplace models' posterior approximation: ``"laplace"`` or ``"ep"``
-            (expectation propagation, :mod:`botorch_pref.inference.ep`; probit pairs without
-            ties only). ``None``: :data:`DEFAULT_INFERENCE` for probit pairs, ``"laplace"`` for
+            (expectation propagation, :mod:`botorch_pref.inference.ep`; probit pairs, with or
+            without ties). ``None``: :data:`DEFAULT_INFERENCE` for probit pairs, ``"laplace"`` for
             other answers, and ``None`` for other models (their own).
         local_every: Make every this many-th acquisition query (after the initial ones) a
             *local* query: the champion (the compared design with the highest posterior mean)
@@ -411,13 +411,13 @@ def _inference(config: LoopConfig, laplace: bool, answers: str, ties: bool) -> s
                 f"{config.model_name!r}."
             )
         return None
-    probit_pairs = answers == "pairs" and not ties and config.link == "probit"
+    probit_pairs = answers == "pairs" and config.link == "probit"
     if inference is None:
-        return DEFAULT_INFERENCE if probit_pairs else "laplace"
+        return DEFAULT_INFERENCE if probit_pairs and not ties else "laplace"
     if inference == "ep" and not probit_pairs:
         raise ValueError(
-            "inference='ep' needs probit pair answers (answers='pairs', ties=False, "
-            "link='probit'); use inference='laplace'."
+            "inference='ep' needs probit pair answers (answers='pairs', link='probit'); use "
+            "inference='laplace'."
         )
     return inference
 

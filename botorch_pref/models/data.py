@@ -336,8 +336,8 @@ INFERENCES = ("laplace", "ep")
 def check_inference(inference: Any, likelihood: PairwiseLikelihood) -> str:
     """A model's posterior approximation, checked against its likelihood.
 
-    EP's sites are probit pairs' (:mod:`botorch_pref.inference.ep`); other likelihoods (and so
-    data with choices, rankings or ties, which need them) take the Laplace approximation.
+    EP's sites are probit pairs' and ties' (:mod:`botorch_pref.inference.ep`); other likelihoods
+    (and so data with choices or rankings, which need them) take the Laplace approximation.
 
     Args:
         inference: ``"laplace"`` or ``"ep"``.
@@ -348,13 +348,13 @@ def check_inference(inference: Any, likelihood: PairwiseLikelihood) -> str:
 
     Raises:
         ValueError: For another name.
-        PreferenceInputError: For ``"ep"`` with another likelihood than the probit without ties.
+        PreferenceInputError: For ``"ep"`` with another likelihood than the probit.
     """
     if not isinstance(inference, str) or inference not in INFERENCES:
         raise ValueError(f"inference must be one of {', '.join(INFERENCES)}, got {inference!r}.")
-    if inference == "ep" and (not isinstance(likelihood, PairwiseProbit) or likelihood.has_ties):
+    if inference == "ep" and not isinstance(likelihood, PairwiseProbit):
         raise PreferenceInputError(
-            "inference='ep' needs the probit pair likelihood (PairwiseProbit without a "
-            f"tie_threshold), got {type(likelihood).__name__}; use inference='laplace'."
+            "inference='ep' needs the probit pair likelihood (PairwiseProbit, with or without "
+            f"a tie_threshold), got {type(likelihood).__name__}; use inference='laplace'."
         )
     return inference

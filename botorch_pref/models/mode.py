@@ -90,8 +90,8 @@ class LaplaceMode:
         tol: Newton stopping tolerance (``None``: dtype-aware default).
         max_iter: Maximum Newton iterations.
         warm: Where the first mode search may start (from the previous data), or ``None``.
-        inference: ``"laplace"`` or ``"ep"`` (the engine must then be a
-            :class:`~botorch_pref.inference.pairs.PairEngine` with a probit likelihood).
+        inference: ``"laplace"`` or ``"ep"`` (the data must then be pairs and ties, with a
+            probit likelihood).
     """
 
     def __init__(
@@ -107,7 +107,7 @@ class LaplaceMode:
         self.engine = engine
         self.inference = inference
         self.sites: ep.EPSites | None = None  # the last EP run's sites (a warm start)
-        self._rows: tuple[Tensor, Tensor] | None = None  # EP's comparison rows, once per data
+        self._rows: ep.ComparisonRows | None = None  # EP's comparison rows, once per data
         self.form = form
         self.tol = tol
         self.max_iter = int(max_iter)
@@ -186,9 +186,9 @@ class LaplaceMode:
             raise RuntimeError("The mode has not been found yet.")
         if self._factors is None:
             if self.inference == "ep":
-                rows, real, K_C = self._comparisons(self.K)
-                self._run_ep(K_C, real, self.tol)
-                self._factors = ep.ep_factors(K_C, rows, self.K.shape[-1], self.sites)
+                rows, K_C = self._comparisons(self.K)
+                self._run_ep(K_C, self.tol)
+                self._factors = ep.ep_factors(K_C, rows.rows, self.K.shape[-1], self.sites)
             else:
                 self._factors = self.engine.laplace_factors(self.K, self.result)
         return self._factors
@@ -217,16 +217,16 @@ class LaplaceMode:
         """
         if self.inference != "ep":
             return self.engine.evidence_with_gradients(K, self.result)[0]
-        _, real, K_C = self._comparisons(K)
-        self._run_ep(K_C.detach(), real, self.tol or ep.fit_tolerance(K.dtype))
-        return ep.ep_log_evidence(K_C, self.engine.likelihood.scale, self.sites, real)
+        rows, K_C = self._comparisons(K)
+        self._run_ep(K_C.detach(), self.tol or ep.fit_tolerance(K.dtype))
+        return ep.ep_log_evidence(K_C, self.engine.likelihood, self.sites, rows.real, rows.tie)
 
-    def _comparisons(self, K: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Winner-first rows, the mask of real ones, and their prior covariance ``K_C``."""
-        rows, real = self._comparison_rows()
-        return rows, real, row_gram(K, rows)[1]
+    def _comparisons(self, K: Tensor) -> tuple[ep.ComparisonRows, Tensor]:
+        """EP's comparison rows and their prior covariance ``K_C``."""
+        rows = self._comparison_rows()
+        return rows, row_gram(K, rows.rows)[1]
 
-    def _comparison_rows(self) -> tuple[Tensor, Tensor]:
+    def _comparison_rows(self) -> ep.ComparisonRows:
         """:func:`~botorch_pref.inference.ep.comparison_rows` of the data, formed once."""
         if self._rows is None:
             self._rows = ep.comparison_rows(self.engine.structure)
@@ -243,15 +243,17 @@ class LaplaceMode:
             torch.isfinite(last.tau).all() & torch.isfinite(last.nu).all()
         )
 
-    def _run_ep(self, K_C: Tensor, real: Tensor, tol: float | None = None) -> None:
+    def _run_ep(self, K_C: Tensor, tol: float | None = None) -> None:
         """Run EP at ``K_C`` (no autograd) from the last sites, or the Laplace mode's."""
-        if self._sites_usable():
-            tau, nu = self.sites.tau, self.sites.nu
-        else:
-            c = row_differences(self.result.f, self._comparison_rows()[0])
-            _, grad, neg_hess = self.engine.likelihood.derivatives(c)
-            tau, nu = ep.laplace_sites(grad, neg_hess, c, real)
-        self.sites = ep.run_ep(K_C, self.engine.likelihood.scale, tau, nu, real, tol=tol)
+        rows, likelihood = self._comparison_rows(), self.engine.likelihood
+        with torch.no_grad():  # the tie threshold is a parameter
+            if self._sites_usable():
+                tau, nu = self.sites.tau, self.sites.nu
+            else:
+                c = row_differences(self.result.f, rows.rows)
+                _, grad, neg_hess = ep.comparison_derivatives(likelihood, c, rows.tie)
+                tau, nu = ep.laplace_sites(grad, neg_hess, c, rows.real)
+            self.sites = ep.run_ep(K_C, likelihood, tau, nu, rows.real, tie=rows.tie, tol=tol)
 
     def warm_start(self, n: int) -> WarmStart | None:
         """What a mode search for ``n`` designs (these first) can start from, or ``None``.
