@@ -374,7 +374,7 @@ NOT_IN_SUITE = (
     "strategies", "models", "runs", "q", "effort", "refit_every", "merge", "batched",
     "choice_study", "device", "dtype", "sequential_replications", "no_sequential",
 )  # fmt: skip
-SUITE_ONLY = ("suite_strategies", "set", "anchor")
+SUITE_ONLY = ("suite_strategies", "set", "anchor", "tie_band")
 
 
 def _check_unused(parser: argparse.ArgumentParser, args: argparse.Namespace, suite: bool) -> None:
@@ -408,6 +408,16 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace, suite: boo
         name = setting.partition("=")[0]
         if name not in fields:
             parser.error(f"--set {name}: not a LoopConfig setting ({', '.join(sorted(fields))}).")
+    _check_tie_band(parser, args)
+
+
+def _check_tie_band(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Users who answer "no preference" need a model of ties, and BoTorch's pipeline has none."""
+    if not 0 <= args.tie_band < math.inf:
+        parser.error(f"--tie-band must be a finite number >= 0, got {args.tie_band}.")
+    ties = dict(suite.setting(s) for s in args.set or []).get("ties") is True
+    if args.tie_band > 0 and (not ties or args.anchor != "none"):
+        parser.error("--tie-band needs --set ties=true and --anchor none.")
 
 
 def main(argv: list[str] | None = None) -> int:

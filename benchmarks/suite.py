@@ -62,7 +62,8 @@ SUITE_STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
 CHECKPOINTS = (10, 25, 50)
 
 
-def _setting(text: str) -> tuple[str, object]:
+def setting(text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` of ``--set`` as ``(name, value)``: int, float, bool, ``None`` or text."""
     name, _, value = text.partition("=")
     for cast in (int, float):
         try:
@@ -73,13 +74,14 @@ def _setting(text: str) -> tuple[str, object]:
 
 
 def run_ours(problem: str, strategy: str, R: int, queries: int, seed: int, scale: float,
-             settings: dict) -> dict:  # fmt: skip
-    """``R`` lockstep replications of the product's loop: log10 regret curves and timing."""
+             settings: dict, tie_band: float = 0.0) -> dict:  # fmt: skip
+    """``R`` lockstep replications of the product's loop: log10 regret curves and timing
+    (``tie_band``: the users' "no preference" band in noise scales, see ``run_replications``)."""
     d = get_utility(problem).dim
     after = [k for k in CHECKPOINTS if k <= queries]
     res = run_replications(
         problem, strategy, R, queries, scale=scale, seed=seed, n_initial=4 * d,
-        anywhere_after=after, **settings,
+        anywhere_after=after, tie_band=tie_band, **settings,
     )  # fmt: skip
     n0 = res.n_initial - 1  # curves start at the last initial answer
     return {
@@ -89,6 +91,7 @@ def run_ours(problem: str, strategy: str, R: int, queries: int, seed: int, scale
         "log_regret_anywhere": res.log_regret_anywhere().tolist() if after else [],
         "seconds_per_query": float(res.seconds[res.n_initial :].mean()) / R,
         "seeds": res.seeds,
+        "no_preference": (res.winners == -1).sum(-1).tolist(),  # per run (--tie-band)
     }
 
 
@@ -306,12 +309,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.tabulate:
         return tabulate(args)
-    settings = dict(_setting(s) for s in args.set or [])
+    settings = dict(setting(s) for s in args.set or [])
     problems, strategies, R = args.problems, args.suite_strategies, args.replications
     out = Path(args.out + "-suite")
     config = {"problems": list(problems), "strategies": strategies, "replications": R,
               "queries": args.queries, "seed": args.seed, "settings": settings,
-              "error_rate": args.error_rate}  # fmt: skip
+              "error_rate": args.error_rate, "tie_band": args.tie_band}  # fmt: skip
     print(f"suite: {config}; torch {torch.__version__}", flush=True)
     results: dict = {}
     for problem in problems:
@@ -319,7 +322,9 @@ def run(args: argparse.Namespace) -> int:
         results[problem] = {}
         for strategy in strategies:
             t0 = time.perf_counter()
-            ours = run_ours(problem, strategy, R, args.queries, args.seed, scale, settings)
+            ours = run_ours(
+                problem, strategy, R, args.queries, args.seed, scale, settings, args.tie_band
+            )
             anchor = run_anchor(problem, strategy, R, args.queries, args.seed, scale, args.anchor)
             results[problem][strategy] = {"ours": ours, "anchor": anchor}
             final = [c[args.queries] for c in ours["log_regret"]]
@@ -396,6 +401,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--set", nargs="+", metavar="NAME=VALUE", help="LoopConfig settings of our runs"
+    )
+    parser.add_argument(
+        "--tie-band",
+        type=float,
+        default=0.0,
+        help="our runs' users answer 'no preference' to pairs whose perceived utilities differ "
+        "by less than this many noise scales (needs --set ties=true and --anchor none: "
+        "BoTorch's pipeline has no such answers)",
     )
     parser.add_argument(
         "--anchor",

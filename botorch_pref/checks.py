@@ -10,9 +10,10 @@ sessions, where ``2.0`` hints at a mistake.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-__all__ = ["is_bool", "whole_number"]
+__all__ = ["is_bool", "nonnegative_real", "whole_number"]
 
 
 def whole_number(value: Any, name: str, minimum: int | None = None) -> int:
@@ -46,3 +47,28 @@ def whole_number(value: Any, name: str, minimum: int | None = None) -> int:
 def is_bool(value: Any) -> bool:
     """Whether ``value`` is a bool (Python's, NumPy's or a torch one), which is not a number."""
     return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+
+
+def nonnegative_real(value: Any, name: str) -> float:
+    """``value`` as a float, if it is a finite real number of at least zero (a noise scale, a
+    band).
+
+    Args:
+        value: A number, or a string that spells one.
+        name: The argument's name, for the message.
+
+    Returns:
+        ``float(value)``.
+
+    Raises:
+        TypeError: Naming ``name``, for something that is not a number (``None``, say).
+        ValueError: Naming ``name``, for a negative or non-finite value, or a string that is not
+            a number.
+    """
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"{name} must be a real number, got {value!r}.") from None
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {number!r}.")
+    return number

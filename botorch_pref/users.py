@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from botorch_pref.checks import whole_number
+from botorch_pref.checks import nonnegative_real, whole_number
 from botorch_pref.test_functions import check_tensor
 
 __all__ = [
@@ -47,22 +47,6 @@ def _check_noise(noise: str) -> str:
     if key not in _NOISES:
         raise ValueError(f"Unknown noise {noise!r}; use 'probit' or 'gumbel' (alias 'logit').")
     return _NOISES[key]
-
-
-def _check_scale(scale: float) -> float:
-    r"""Validate a noise scale: a finite number :math:`\ge 0`.
-
-    Raises:
-        TypeError: If ``scale`` is not a number (``None``, say).
-        ValueError: If it is negative, not finite, or a string that is not a number.
-    """
-    try:
-        value = float(scale)
-    except (TypeError, ValueError) as err:
-        raise type(err)(f"scale must be a real number, got {scale!r}.") from None
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"scale must be a finite number >= 0, got {value!r}.")
-    return value
 
 
 def _make_generator(seed: int | torch.Generator | None) -> torch.Generator | None:
@@ -105,7 +89,7 @@ def error_probability(delta: Tensor, scale: float, noise: str = "gumbel") -> Ten
         kind = delta.dtype if isinstance(delta, Tensor) else type(delta).__name__
         raise TypeError(f"delta must be a floating-point tensor, got {kind}.")
     noise = _check_noise(noise)
-    scale = _check_scale(scale)
+    scale = nonnegative_real(scale, "scale")
     a = delta.abs()
     if scale == 0.0:
         return torch.where(a == 0, 0.5, 0.0).to(a)
@@ -159,7 +143,7 @@ class SimulatedUser:
             raise TypeError("utility must be callable.")
         self.utility = utility
         self.noise = _check_noise(noise)
-        self.scale = _check_scale(scale)
+        self.scale = nonnegative_real(scale, "scale")
         self.generator = _make_generator(seed)
 
     @classmethod
@@ -246,6 +230,34 @@ class SimulatedUser:
             A LongTensor of shape ``(batch)`` with values in ``[0, q)``.
         """
         return self.perceived_utility(X).argmax(dim=-1)
+
+    def answer_pair(self, X: Tensor, tie_band: float = 0.0) -> Tensor:
+        r"""The preferred option of each pair, or ``-1`` for "no preference".
+
+        A person who cannot tell two options apart says so: the answer is "no preference" when
+        the perceived utilities differ by less than ``tie_band`` (in utility units), the
+        preferred option otherwise. The noise is drawn as in :meth:`choose`, so with
+        ``tie_band=0`` the answers are :meth:`choose`'s, and a user with a band answers every
+        other query as one without (common random numbers).
+
+        Args:
+            X: A ``2 x d`` or ``batch x 2 x d`` pair query.
+            tie_band: The band :math:`b \ge 0`: "no preference" when
+                :math:`|\tilde u_0 - \tilde u_1| < b`.
+
+        Returns:
+            A LongTensor of shape ``(batch)`` with values in ``{-1, 0, 1}``.
+
+        Raises:
+            TypeError: For a band that is not a number.
+            ValueError: For a query that is not a pair, or a negative or non-finite band.
+        """
+        band = nonnegative_real(tie_band, "tie_band")
+        if X.dim() >= 2 and X.shape[-2] != 2:
+            raise ValueError(f"'no preference' answers are to pairs, got q = {X.shape[-2]}.")
+        u = self.perceived_utility(X)
+        tied = (u[..., 0] - u[..., 1]).abs() < band
+        return torch.where(tied, -1, u.argmax(dim=-1))
 
     def rank(self, X: Tensor) -> Tensor:
         r"""A full ranking of each query's options, best first.

@@ -84,6 +84,10 @@ def test_compare_labels_the_checkpoints_it_shows_and_refuses_other_error_rates()
         (["--tabulate", "x.json", "--models", "laplace"], "--models: not used by the suite"),
         (["--problems", "branin", "--set", "kernel=rbf"], "--set: not used by this mode"),
         (["--batched", "--anchor", "none"], "--anchor: not used by this mode"),
+        (["--suite", "--tie-band", "0.5", "--anchor", "none"], "needs --set ties=true"),
+        (["--suite", "--tie-band", "0.5", "--set", "ties=true"], "--anchor none"),
+        (["--suite", "--tie-band", "-1"], "--tie-band must be"),
+        (["--tie-band", "0.5"], "--tie-band: not used by this mode"),
     ],
 )
 def test_pbo_refuses_settings_no_run_can_use(argv, message, capsys):

@@ -171,12 +171,14 @@ def test_anywhere_after_is_validated():
         res.log_regret_anywhere()
 
 
-def test_ep_replications_are_optimizer_runs_and_replay():
+@pytest.mark.parametrize("ties", [False, True])
+def test_ep_replications_are_optimizer_runs_and_replay(ties):
     # The batched back end's members are checked against separate models in tests/test_ep.py
     # (its acquisition optimiser may settle in another of two near-equal modes, as Laplace's).
     from botorch_pref import PreferenceOptimizer
 
     settings = {"strategy": "eubo", "n_initial": 3, "refit_all_until": 5, "inference": "ep"}
+    settings["ties"] = ties
     kw = {"n_queries": 2, "scale": SCALE, "seed": 9, **settings}
     res = run_replications("branin", n_replications=1, backend="sequential", **kw)
     opt, queries, winners, best = optimizer_run("branin", 9, 5, **settings)
@@ -188,3 +190,28 @@ def test_ep_replications_are_optimizer_runs_and_replay():
     torch.testing.assert_close(replayed.ask(), opt.ask(), rtol=0, atol=0)
     batched = run_replications("branin", n_replications=2, **kw)
     assert batched.backend == "batched" and bool(torch.isfinite(batched.regret).all())
+
+
+def test_users_with_a_tie_band_answer_no_preference_and_the_loop_models_it():
+    from botorch_pref.users import SimulatedUser
+
+    kw = {"n_queries": 4, "scale": SCALE, "seed": 5, "strategy": "eubo", "n_initial": 4}
+    res = run_replications("branin", n_replications=2, tie_band=150.0, ties=True, **kw)
+    ties = res.winners == -1
+    assert 0 < int(ties.sum()) < ties.numel()
+    # the users' answers, recomputed from the asked queries with the same seeds
+    for r, s in enumerate(res.seeds):
+        user = SimulatedUser(get_utility("branin"), "gumbel", SCALE, seed=s)
+        expected = [int(user.answer_pair(x, 150.0 * SCALE)) for x in res.queries[r]]
+        assert res.winners[r].tolist() == expected
+    assert bool(torch.isfinite(res.regret).all())
+    # without a band the same seeds give the same answers outside the ties
+    plain = run_replications("branin", n_replications=2, ties=True, **kw)
+    first = res.n_initial  # the initial queries are the same; later ones follow the answers
+    assert torch.equal(
+        plain.winners[:, :first][~ties[:, :first]], res.winners[:, :first][~ties[:, :first]]
+    )
+    with pytest.raises(ValueError, match="ties=True"):
+        run_replications("branin", n_replications=1, tie_band=0.5, **kw)
+    with pytest.raises(ValueError, match="tie_band"):
+        run_replications("branin", n_replications=1, tie_band=-1.0, ties=True, **kw)

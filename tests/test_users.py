@@ -378,3 +378,23 @@ def test_scale_that_is_not_a_number_is_named() -> None:
     with pytest.raises(TypeError, match="scale must be a real number, got None"):
         error_probability(torch.zeros(2, dtype=torch.float64), None)  # type: ignore[arg-type]
     assert SimulatedUser(f, scale=0.25).scale == 0.25
+
+
+def test_answer_pair_says_no_preference_inside_the_band_with_common_random_numbers() -> None:
+    f = get_utility("branin")
+    X = torch.rand(400, 2, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    band = 0.3
+    answers = SimulatedUser(f, "gumbel", 0.5, seed=4).answer_pair(X, band)
+    perceived = SimulatedUser(f, "gumbel", 0.5, seed=4).perceived_utility(X)
+    choices = SimulatedUser(f, "gumbel", 0.5, seed=4).choose(X)
+    tied = (perceived[:, 0] - perceived[:, 1]).abs() < band
+    assert 0 < int(tied.sum()) < 400
+    assert torch.equal(answers == -1, tied)
+    assert torch.equal(answers[~tied], choices[~tied])  # the same noise as choose
+    assert torch.equal(SimulatedUser(f, "gumbel", 0.5, seed=4).answer_pair(X), choices)
+    user = SimulatedUser(f, "gumbel", 0.5, seed=4)
+    with pytest.raises(ValueError, match="to pairs"):
+        user.answer_pair(torch.rand(3, 2, dtype=torch.float64), band)
+    for bad, error in ((-0.1, ValueError), (math.inf, ValueError), (None, TypeError)):
+        with pytest.raises(error, match="tie_band"):
+            user.answer_pair(X[0], bad)

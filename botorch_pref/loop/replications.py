@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from botorch_pref.checks import nonnegative_real
 from botorch_pref.loop.answers import Answer
 from botorch_pref.loop.config import STRATEGIES, LoopConfig, nonnegative_int, positive_int
 from botorch_pref.loop.state import LoopState
@@ -71,7 +72,8 @@ class ReplicationResults:
         best_x: ``R x T x d`` recommended design after each answer (the compared design with
             the highest posterior mean).
         queries: ``R x T x q x d`` queries, in the unit cube.
-        winners: ``R x T`` index of the preferred option of each query.
+        winners: ``R x T`` index of the preferred option of each query (``-1`` for "no
+            preference", see ``tie_band`` of :func:`run_replications`).
         seconds: ``T`` wall seconds per step (all replications together: query, answers,
             model update, recommendation).
         device: Device the model ran on.
@@ -147,6 +149,7 @@ def run_replications(
     seed: int = 0,
     backend: str = "batched",
     anywhere_after: Sequence[int] = (),
+    tie_band: float = 0.0,
     **settings,
 ) -> ReplicationResults:
     r"""Run ``n_replications`` PBO replications of one strategy together.
@@ -169,6 +172,10 @@ def run_replications(
             replication's posterior-mean maximiser over the box is recommended too
             (``best(among="anywhere")``, the qEUBO paper's recommendation) and scored in
             ``regret_anywhere``; the loop's own recommendation stays the compared design.
+        tie_band: The users answer "no preference" to a pair whose perceived utilities differ
+            by less than ``tie_band`` times their noise scale
+            (:meth:`~botorch_pref.users.SimulatedUser.answer_pair`; needs ``ties=True``);
+            0 (default): never.
         **settings: Other settings of :class:`~botorch_pref.loop.config.LoopConfig`
             (``n_initial``, ``model``, ``refit_every``, ``refit_all_until``, ``num_restarts``,
             ``raw_samples``, ``mc_samples``, ``answers``, ``champion_variant``, ``device``,
@@ -193,6 +200,9 @@ def run_replications(
             "anywhere_after counts acquisition queries after the initial ones; with n_initial=0 "
             "the count 0 comes before any answer, so there is nothing to recommend from."
         )
+    band = nonnegative_real(tie_band, "tie_band")
+    if band > 0 and not config.ties:
+        raise ValueError("tie_band > 0 gives 'no preference' answers: they need ties=True.")
     seeds = [seed + i for i in range(R)]
     bounds = torch.zeros(2, utility.dim, **config.tkwargs)
     bounds[1] = 1.0
@@ -200,7 +210,7 @@ def run_replications(
     if scale is None:
         scale = calibrate_noise(utility, error_rate, noise=noise, seed=0)
     users = [SimulatedUser(utility, noise=noise, scale=scale, seed=s) for s in seeds]
-    trace = _simulate(state, users, utility, config.n_initial + T_acq, after)
+    trace = _simulate(state, users, utility, config.n_initial + T_acq, after, band * scale)
     return ReplicationResults(
         problem=getattr(utility, "name", type(utility).__name__),
         strategy=strategy,
@@ -223,11 +233,13 @@ def _simulate(
     utility: Utility,
     T: int,
     anywhere_after: tuple[int, ...] = (),
+    tie_band: float = 0.0,
 ) -> dict[str, Tensor]:
     """Advance every member ``T`` queries, each answered by its user; what was seen.
 
     After the acquisition-query counts in ``anywhere_after`` the posterior-mean maximisers
-    over the box are scored too.
+    over the box are scored too. With a ``tie_band`` (utility units) the users answer pairs
+    with "no preference" inside it.
     """
     R, d, cfg = state.n_members, utility.dim, state.config
     regret = torch.empty(R, T, dtype=torch.float64)
@@ -242,8 +254,12 @@ def _simulate(
         X = state.propose()
         queries[:, k] = X.cpu()
         for r in range(R):
-            winners[r, k] = int(users[r].choose(queries[r, k]))
-        state.record_answers(list(X), [Answer("winner", int(w)) for w in winners[:, k]])
+            if tie_band > 0:
+                winners[r, k] = int(users[r].answer_pair(queries[r, k], tie_band))
+            else:
+                winners[r, k] = int(users[r].choose(queries[r, k]))
+        answers = [Answer("tie") if w < 0 else Answer("winner", w) for w in winners[:, k].tolist()]
+        state.record_answers(list(X), answers)
         best_x[:, k] = state.recommend().cpu()
         regret[:, k] = utility.regret(best_x[:, k].to(torch.float64))
         options = queries[:, k].reshape(R * cfg.q, d).to(torch.float64)
