@@ -35,19 +35,18 @@ normaliser :math:`Z_k(m)` is the comparison's likelihood at the cavity mean with
 
 (for a win without ties, with :math:`z = m_{-k}/r` and the inverse Mills ratio
 :math:`\lambda = \phi(z)/\Phi(z)`: :math:`\hat m = m_{-k} + v_{-k}\lambda / r`,
-:math:`\hat v = v_{-k} - v_{-k}^2 \lambda(z + \lambda)/r^2`). The likelihood's own
+:math:`\hat v = v_{-k} - v_{-k}^2 \lambda(z + \lambda)/r^2`); the likelihood's own
 :meth:`~botorch_pref.likelihoods.PairwiseLikelihood.derivatives` and
 :meth:`~botorch_pref.likelihoods.PairwiseLikelihood.tie_derivatives` at the scale :math:`r`
-compute them, with their tail-safe formulas,
-
-and moves the site towards :math:`\tau = \hat v^{-1} - v_{-k}^{-1}`,
-:math:`\nu = \hat m / \hat v - m_{-k} / v_{-k}`: all the way in the first 20 sweeps (a
-member's steps are halved whenever its largest one grows), half-way after that. Undamped
+compute them, with their tail-safe formulas. The sweep then moves the site towards
+:math:`\tau = \hat v^{-1} - v_{-k}^{-1}`, :math:`\nu = \hat m / \hat v - m_{-k} / v_{-k}`: all
+the way in the first 20 sweeps (a member's steps are halved whenever its largest one grows),
+half-way after that. Undamped
 parallel EP converges in a few sweeps on most data, but where sites are strongly coupled (many
 answers about a few designs, a large outputscale) it can oscillate, slowly decaying or not; the
 half-way steps converge there (a median of 15 sweeps, at most 75, on 60 random data sets where
 half-way steps from the start took a median of 35). The sites start from the
-Laplace approximation's (the curvature and gradient of :math:`\log\Phi` at the mode:
+Laplace approximation's (the curvature and gradient of each answer's log-likelihood at the mode:
 :func:`laplace_sites`), or from an earlier run's.
 
 **Posterior factors.** The posterior of :math:`f` is :math:`N(K A_C^\top \beta, K - K A_C^\top S
@@ -65,8 +64,8 @@ the same code.
     + \tfrac12 \log(v_{-k} + \tau_k^{-1}) + \frac{(m_{-k} - \tilde\mu_k)^2}
     {2 (v_{-k} + \tau_k^{-1})}\Big],
 
-with :math:`\tilde\Sigma = \operatorname{diag}(\tau)^{-1}`, :math:`\tilde\mu = \nu / \tau` and
-:math:`\log\Phi(z_k)` the log normaliser :math:`\log Z_k` (a tie's is the log of its
+with :math:`\tilde\Sigma = \operatorname{diag}(\tau)^{-1}` and :math:`\tilde\mu = \nu / \tau`;
+:math:`\log\Phi(z_k)` is a win's tilted normaliser :math:`\log Z_k` (a tie's is the log of its
 difference of probit terms). At a fixed point of EP it is stationary in the sites, so its
 gradient in the hyperparameters is the derivative with the sites held fixed (Seeger, 2005):
 :func:`ep_log_evidence` is differentiable in :math:`K_C` and in the tie threshold through
@@ -232,8 +231,9 @@ def tilted_moments(
 
 
 def laplace_sites(grad: Tensor, neg_hess: Tensor, c: Tensor, real: Tensor) -> tuple[Tensor, Tensor]:
-    r"""Sites of the Laplace approximation: the second-order expansion of :math:`\log\Phi` at
-    the mode, :math:`\tau = -(\log\Phi)''`, :math:`\nu = \tau \hat c + (\log\Phi)'`.
+    r"""Sites of the Laplace approximation: the second-order expansion of each answer's
+    log-likelihood :math:`\log p` at the mode, :math:`\tau = -(\log p)''`,
+    :math:`\nu = \tau \hat c + (\log p)'` (:func:`comparison_derivatives`).
 
     Args:
         grad: ``B x m`` first derivatives of each comparison's log-likelihood at the mode.
