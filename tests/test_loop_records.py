@@ -82,7 +82,7 @@ def test_config_resolves_the_inference_from_the_answers():
 
     assert LoopConfig(2, seed=1).inference == DEFAULT_INFERENCE  # probit pairs
     for other in ({"ties": True}, {"link": "logit"}, {"strategy": "qeubo", "q": 3}):
-        assert LoopConfig(2, seed=1, **other).inference == "laplace"  # EP does not model them
+        assert LoopConfig(2, seed=1, **other).inference == "laplace"  # the default for these
     assert LoopConfig(2, model="pairwisegp", seed=1).inference is None  # its own
     assert LoopConfig(2, inference="ep", seed=1).model_kwargs()["inference"] == "ep"
     ties = LoopConfig(2, inference="ep", ties=True, seed=1)  # the ordinal probit

@@ -567,7 +567,7 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
             assert s.settings["local_when"] == when
             lookahead = {"chosen": 2, "older": 0}.get(name, DEFAULT_LOOKAHEAD_EVERY)
             assert s.settings["lookahead_every"] == lookahead
-            # sessions model "no preference" answers by default: EP does not apply
+            # sessions model "no preference" answers by default, on the Laplace approximation
             assert s.settings["inference"] == "laplace"
             assert len(s.ask().options) == 2
     with Session.open(path, "older") as s:  # stored before the setting: the Laplace posterior

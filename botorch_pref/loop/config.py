@@ -38,9 +38,11 @@ Defaults and why:
   ones. On the question-quality suite, with common random numbers, it found better designs on
   average, also on the problems outside it (most on Branin), and worse on no suite problem by
   more than one standard error, for up to about a third more time per query (figures in
-  ``benchmarks/RESULTS.md``). Answers EP does not model (ties, choices among more than two
-  options, the logit link) keep the Laplace approximation, and so do sessions, which accept "no
-  preference" answers by default.
+  ``benchmarks/RESULTS.md``). Answers EP does not model (choices among more than two options,
+  the logit link) keep the Laplace approximation, and so do ties (``ties=True``, the sessions'
+  default): EP models them too (``inference="ep"``), but with the tie threshold in the model it
+  measured no better on the suite, and worse on Hartmann-3 in 10 dimensions with users who
+  answer "no preference".
 * ``local_every = 2``, ``local_radius = 0.05``, ``local_when = "edge"`` for pair queries:
   every second acquisition query is a *local* one when the champion (the compared design with
   the highest posterior mean, the current recommendation) lies within 0.05 of the boundary on
@@ -97,7 +99,7 @@ STRATEGIES = ("eubo", "qeubo", "champion-challenger", "random")
 #: The Laplace models' base kernel when ``kernel`` is not given (module docstring).
 DEFAULT_KERNEL = "matern32"
 #: The Laplace models' posterior approximation when ``inference`` is not given and the answers
-#: are probit pairs (module docstring); other answers take ``"laplace"``.
+#: are probit pairs without ties (module docstring); ties and other answers take ``"laplace"``.
 DEFAULT_INFERENCE = "ep"
 #: Every this many-th acquisition query of a pair strategy is a local one (module docstring).
 DEFAULT_LOCAL_EVERY = 2
@@ -190,8 +192,8 @@ class LoopConfig:
             :class:`~botorch_pref.likelihoods.PairwiseLogit`).
         inference: The Laplace models' posterior approximation: ``"laplace"`` or ``"ep"``
             (expectation propagation, :mod:`botorch_pref.inference.ep`; probit pairs, with or
-            without ties). ``None``: :data:`DEFAULT_INFERENCE` for probit pairs, ``"laplace"`` for
-            other answers, and ``None`` for other models (their own).
+            without ties). ``None``: :data:`DEFAULT_INFERENCE` for probit pairs without ties,
+            ``"laplace"`` for ties and other answers, and ``None`` for other models (their own).
         local_every: Make every this many-th acquisition query (after the initial ones) a
             *local* query: the champion (the compared design with the highest posterior mean)
             against the challenger maximising the champion-challenger acquisition within the
