@@ -27,6 +27,7 @@ the problems outside the suite (:data:`HOLDOUT`) on which the defaults are check
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import math
 import statistics
@@ -304,7 +305,7 @@ def plot(results: dict, path: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the suite (or ``--compare``); print the table, write the JSON and the PNG."""
     if args.compare:
-        a, b = (json.loads(Path(p).read_text()) for p in args.compare)
+        a, b = (pool(read_runs(pattern)) for pattern in args.compare)
         print(compare(a, b, a["config"]["queries"]), flush=True)
         return 0
     if args.tabulate:
@@ -364,6 +365,33 @@ def merge(a: dict | None, b: dict) -> dict:
     return out
 
 
+def read_runs(pattern: str) -> list[dict]:
+    """The suite JSONs a path or a glob pattern names (in sorted order)."""
+    paths = sorted(glob.glob(pattern)) or [pattern]
+    return [json.loads(Path(path).read_text()) for path in paths]
+
+
+def pool(payloads: list[dict]) -> dict:
+    """One suite JSON from runs on other seeds: cells of the same problem and strategy are
+    merged (:func:`merge`), so an A/B over several batches of seeds is one paired comparison.
+
+    Raises:
+        ValueError: For runs of different error rates or numbers of queries, or that share a
+            seed.
+    """
+    rate = common_error_rate(payloads)
+    queries = {payload["config"]["queries"] for payload in payloads}
+    if len(queries) > 1:
+        raise ValueError(f"the runs ask different numbers of queries {sorted(queries)}.")
+    results: dict = {}
+    for payload in payloads:
+        for problem, cells in payload["results"].items():
+            merged = results.setdefault(problem, {})
+            for strategy, cell in cells.items():
+                merged[strategy] = merge(merged.get(strategy), cell)
+    return {"config": {"queries": queries.pop(), "error_rate": rate}, "results": results}
+
+
 def tabulate(args: argparse.Namespace) -> int:
     """Merge suite JSONs (cells of the same problem and strategy on other seeds are pooled),
     attach BoTorch's runs cached since, print the table, plot."""
@@ -416,7 +444,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="run",
         help="BoTorch's pipeline: run missing runs, use cached runs only, or skip it",
     )
-    parser.add_argument("--compare", nargs=2, metavar="JSON", help="A/B of two suite runs")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar="JSON",
+        help="A/B of two suite runs (each a path or a quoted glob of runs on other seeds, pooled)",
+    )
     parser.add_argument(
         "--tabulate", nargs="+", metavar="JSON", help="table and plot of suite runs (run nothing)"
     )

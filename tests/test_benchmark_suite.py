@@ -72,6 +72,32 @@ def test_compare_labels_the_checkpoints_it_shows_and_refuses_other_error_rates()
     assert suite.error_rate(a) == 0.2 and suite.error_rate(_payload({}, error_rate=0.1)) == 0.1
 
 
+def test_compare_pools_batches_of_seeds_read_through_a_glob(tmp_path, capsys):
+    timed = {"seconds_per_query": 0.1}
+    batches = {
+        "a-s0": _cell({0: [0.0, -1.0], 1: [0.0, -2.0]}) | timed,
+        "a-s2": _cell({2: [0.0, -3.0]}) | timed,
+        "b-s0": _cell({0: [0.0, 0.0], 1: [0.0, 0.0]}) | timed,
+        "b-s2": _cell({2: [0.0, 0.0]}) | timed,
+    }
+    for name, cell in batches.items():
+        payload = _payload(cell, queries=1, error_rate=0.2)
+        (tmp_path / f"{name}-suite.json").write_text(json.dumps(payload))
+    a, b = (str(tmp_path / f"{x}-s*-suite.json") for x in "ab")
+    from benchmarks import pbo
+
+    assert pbo.main(["--compare", a, b]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == "| branin | eubo | -2.00 +- 0.58 |"
+    pooled = suite.pool(suite.read_runs(a))
+    assert pooled["results"]["branin"]["eubo"]["ours"]["seeds"] == [0, 1, 2]
+    # Paired over the three seeds: (-1 - 2 - 3) / 3 after one query.
+    assert suite.compare(pooled, suite.pool(suite.read_runs(b)), 1).endswith("@1, eubo: -2.000")
+    with pytest.raises(ValueError, match="share seeds"):
+        suite.pool(suite.read_runs(a) * 2)
+    with pytest.raises(ValueError, match="different numbers of queries"):
+        suite.pool([_payload(batches["a-s0"], queries=1), _payload(batches["a-s2"], queries=2)])
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
