@@ -159,10 +159,11 @@ def anywhere(ours: dict, k: int) -> list[float]:
 def answers_to_match(ours: dict, anchor: dict, queries: int) -> int | None:
     """How many acquisition queries ours needs to reach BoTorch's figure after ``queries``.
 
-    The first ``k`` at which our mean log10 regret, over the seeds both have, is at or below
-    the anchor's mean after ``queries`` queries: "ours finds as good a design with ``k``
-    answers as BoTorch's pipeline with ``queries``". ``None`` if our curves never get there
-    (or no seed is shared).
+    The first ``k`` from which our mean log10 regret, over the seeds both have, stays at or
+    below the anchor's mean after ``queries`` queries up to the end of our curves: "ours finds
+    as good a design with ``k`` answers as BoTorch's pipeline with ``queries``, and keeps it".
+    A mean curve that only touches the target and rises above it again has not matched it.
+    ``None`` if our curves do not stay there (or no seed is shared).
     """
     theirs, mine = _by_seed(anchor), _by_seed(ours)
     seeds = [s for s in mine if s in theirs and len(theirs[s]) > queries]
@@ -170,10 +171,10 @@ def answers_to_match(ours: dict, anchor: dict, queries: int) -> int | None:
         return None
     target = statistics.fmean(theirs[s][queries] for s in seeds)
     horizon = min(len(mine[s]) for s in seeds)
-    for k in range(horizon):
-        if statistics.fmean(mine[s][k] for s in seeds) <= target:
-            return k
-    return None
+    means = [statistics.fmean(mine[s][k] for s in seeds) for k in range(horizon)]
+    above = [k for k, m in enumerate(means) if m > target]
+    first = above[-1] + 1 if above else 0
+    return first if first < horizon else None
 
 
 def _match(ours: dict, anchor: dict, queries: int) -> str:

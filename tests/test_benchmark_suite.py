@@ -29,7 +29,7 @@ def _cell(curves: dict[int, list[float]]) -> dict:
     return {"seeds": list(curves), "log_regret": list(curves.values())}
 
 
-def test_answers_to_match_is_the_first_query_whose_mean_reaches_the_anchors():
+def test_answers_to_match_is_the_first_query_from_which_the_mean_stays_at_the_anchors():
     ours = _cell({0: [0.0, -1.0, -1.5, -3.0], 1: [0.0, 0.0, -0.5, -1.0], 5: [9.0, 9.0, 9.0, 9.0]})
     anchor = _cell({0: [0.0, -0.5, -1.0], 1: [0.0, 0.0, 0.0], 2: [-9.0, -9.0, -9.0]})
     # Shared seeds 0 and 1: the anchor's mean after 2 queries is -0.5; ours' means are 0, -0.5.
@@ -38,6 +38,11 @@ def test_answers_to_match_is_the_first_query_whose_mean_reaches_the_anchors():
     # A target ours never reaches within its curves, and no shared seed.
     assert suite.answers_to_match(ours, _cell({0: [0.0, -5.0], 1: [0.0, -5.0]}), 1) is None
     assert suite.answers_to_match(ours, _cell({7: [0.0, -1.0]}), 1) is None
+    # A mean that touches the target and rises again has matched it only where it stays.
+    wavy = _cell({0: [0.0, -1.0, 0.0, -1.0, -1.0], 1: [0.0, -1.0, 0.0, -1.0, -0.5]})
+    assert suite.answers_to_match(wavy, anchor, 2) == 3  # means 0, -1, 0, -1, -0.75; target -0.5
+    ends_above = _cell({0: [0.0, -1.0, 0.0], 1: [0.0, -1.0, 0.0]})
+    assert suite.answers_to_match(ends_above, anchor, 2) is None
 
 
 def test_the_table_reports_the_answers_to_match():
