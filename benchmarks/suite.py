@@ -394,30 +394,26 @@ def pool(payloads: list[dict]) -> dict:
 
 
 def tabulate(args: argparse.Namespace) -> int:
-    """Merge suite JSONs (cells of the same problem and strategy on other seeds are pooled),
-    attach BoTorch's runs cached since, print the table, plot."""
-    results: dict = {}
-    queries = None
+    """Pool suite JSONs (:func:`pool`: cells of the same problem and strategy on other seeds),
+    each with BoTorch's runs on its seeds cached since, print the table, plot."""
     payloads = [json.loads(Path(path).read_text()) for path in args.tabulate]
     rate = common_error_rate(payloads)  # BoTorch's runs at the same users' noise
     scales: dict[str, float] = {}
     for payload in payloads:
         cfg = payload["config"]
-        queries = cfg["queries"]
         for problem, cells in payload["results"].items():
             if problem not in scales:
                 utility = get_utility(problem)
                 scales[problem] = calibrate_noise(utility, rate, noise="gumbel", seed=0)
-            scale = scales[problem]
             for strategy, cell in cells.items():
                 R = len(cell["ours"]["seeds"])
-                anchor = run_anchor(problem, strategy, R, queries, cfg["seed"], scale, "cached")
-                new = {"ours": cell["ours"], "anchor": anchor}
-                cells_so_far = results.setdefault(problem, {})
-                cells_so_far[strategy] = merge(cells_so_far.get(strategy), new)
-    print(table(results, queries), flush=True)
+                cell["anchor"] = run_anchor(
+                    problem, strategy, R, cfg["queries"], cfg["seed"], scales[problem], "cached"
+                )
+    pooled = pool(payloads)
+    print(table(pooled["results"], pooled["config"]["queries"]), flush=True)
     out = Path(args.out + "-suite-table.png")
-    plot(results, out)
+    plot(pooled["results"], out)
     print(f"\nwrote {out}", flush=True)
     return 0
 
