@@ -20,7 +20,9 @@ the same designs: the questions' share of the regret; ours and BoTorch's), BoTor
 a batched step's wall time over ``R``; BoTorch's: one run's median). A JSON of every curve and a
 PNG of the mean curves are written; ``--compare A.json B.json`` prints the paired difference of
 two suite runs (a lever's A/B with common random numbers), and ``--tabulate JSON...`` merges suite
-runs into one table and plot with the BoTorch runs cached by then. ``--problems holdout`` runs
+runs into one table and plot with the BoTorch runs cached by then, and a second table of where
+the questions go (:func:`questions`: the mean log10 regret of the designs asked, block by block,
+ours and BoTorch's, for runs that recorded them). ``--problems holdout`` runs
 the problems outside the suite (:data:`HOLDOUT`) on which the defaults are checked.
 """
 
@@ -88,6 +90,7 @@ def run_ours(problem: str, strategy: str, R: int, queries: int, seed: int, scale
     return {
         "log_regret": res.log_regret()[:, n0:].tolist(),
         "log_regret_compared": res.log_regret_compared()[:, n0:].tolist(),
+        "log_regret_asked": log_regret_asked(problem, res.queries[:, res.n_initial :]).tolist(),
         "anywhere_after": after,
         "log_regret_anywhere": res.log_regret_anywhere().tolist() if after else [],
         "seconds_per_query": float(res.seconds[res.n_initial :].mean()) / R,
@@ -101,12 +104,19 @@ def _log10_from(regret: list, start: int) -> list[float]:
     return [math.log10(max(v, REGRET_FLOOR)) for v in regret[start:]]
 
 
+def log_regret_asked(problem: str, designs: torch.Tensor) -> torch.Tensor:
+    """Where the questions go: ``... x Q x q x d`` asked designs (unit cube) to the ``... x Q``
+    mean over each query's options of their log10 regret (floored as the curves are)."""
+    regret = get_utility(problem).regret(designs.to(torch.float64))
+    return regret.clamp_min(REGRET_FLOOR).log10().mean(-1)
+
+
 def run_anchor(problem: str, strategy: str, R: int, queries: int, seed: int, scale: float,
                mode: str) -> dict | None:  # fmt: skip
     """BoTorch's pipeline on the same seeds (``mode``: ``run``, ``cached`` or ``none``)."""
     if mode == "none" or strategy not in suite_anchor.ANCHOR_STRATEGIES:
         return None
-    curves, compared, secs, seeds = [], [], [], []
+    curves, compared, asked, secs, seeds = [], [], [], [], []
     for s in range(seed, seed + R):
         path = suite_anchor.cache_path(problem, strategy, 2, s, queries, scale)
         if mode == "cached" and not path.exists():
@@ -116,13 +126,18 @@ def run_anchor(problem: str, strategy: str, R: int, queries: int, seed: int, sca
         curves.append(_log10_from(run["regret"], n0 - 1))
         if "regret_compared" in run:  # runs cached before it was recorded lack it
             compared.append(_log10_from(run["regret_compared"], n0 - 1))
+        if "designs" in run:  # likewise the designs asked
+            designs = torch.tensor(run["designs"], dtype=torch.float64)
+            designs = designs[run["q"] * n0 :].reshape(-1, run["q"], designs.shape[-1])
+            asked.append(log_regret_asked(problem, designs).tolist())
         secs.append(statistics.median(run["seconds"]))
         seeds.append(s)
     if not curves:
         return None
     out = {"log_regret": curves, "seconds_per_query": statistics.median(secs), "seeds": seeds}
-    if len(compared) == len(curves):
-        out["log_regret_compared"] = compared
+    for key, values in (("log_regret_compared", compared), ("log_regret_asked", asked)):
+        if len(values) == len(curves):
+            out[key] = values
     return out
 
 
@@ -224,6 +239,42 @@ def table(results: dict, queries: int) -> str:
                 row += f" | - | - | - | - | {ours['seconds_per_query']:.3f} | - |"
             lines.append(row)
     return "\n".join(lines)
+
+
+def questions(results: dict, queries: int, block: int = 10) -> str:
+    """Where the questions go (markdown): per problem and strategy, the mean log10 regret of
+    the designs asked in each block of ``block`` acquisition queries (a query's options
+    averaged), ours / BoTorch's over the seeds both recorded, and ours minus BoTorch's in the
+    last block, paired by seed. Low late in a run means the questions close in on the optimum.
+    Cells without recorded designs on both sides are left out; ``""`` if none has them."""
+    spans = [(a, min(a + block, queries)) for a in range(0, queries, block)]
+    head = "| problem | strategy | seeds | " + " | ".join(f"queries {a + 1}-{b}" for a, b in spans)
+    head += f" | ours - BoTorch, queries {spans[-1][0] + 1}-{queries} |"
+    lines = []
+    for problem, cells in results.items():
+        for strategy, cell in cells.items():
+            ours, anchor = cell["ours"], cell.get("anchor") or {}
+            if "log_regret_asked" not in ours or "log_regret_asked" not in anchor:
+                continue
+            a = dict(zip(ours["seeds"], ours["log_regret_asked"], strict=True))
+            b = dict(zip(anchor["seeds"], anchor["log_regret_asked"], strict=True))
+            seeds = sorted(s for s in a.keys() & b.keys() if min(len(a[s]), len(b[s])) >= queries)
+            if not seeds:
+                continue
+            means = [
+                " / ".join(
+                    f"{statistics.fmean(statistics.fmean(x[s][i:j]) for s in seeds):+.2f}"
+                    for x in (a, b)
+                )
+                for i, j in spans
+            ]
+            i, j = spans[-1]
+            diff = [statistics.fmean(a[s][i:j]) - statistics.fmean(b[s][i:j]) for s in seeds]
+            lines.append(f"| {problem} | {strategy} | {len(seeds)} | {' | '.join(means)} | "
+                         f"{_fmt(diff)} |")  # fmt: skip
+    if not lines:
+        return ""
+    return "\n".join([head, "|" + "---|" * (head.count("|") - 1), *lines])
 
 
 def error_rate(payload: dict) -> float:
@@ -356,8 +407,9 @@ def merge(a: dict | None, b: dict) -> dict:
                 f"runs to merge share seeds: {sorted(set(x['seeds']) & set(y['seeds']))}"
             )
         m = {key: x[key] + y[key] for key in ("log_regret", "seeds")}
-        if "log_regret_compared" in x and "log_regret_compared" in y:
-            m["log_regret_compared"] = x["log_regret_compared"] + y["log_regret_compared"]
+        for key in ("log_regret_compared", "log_regret_asked"):  # runs before they were recorded
+            if key in x and key in y:
+                m[key] = x[key] + y[key]
         m["seconds_per_query"] = statistics.fmean([x["seconds_per_query"], y["seconds_per_query"]])
         if x.get("anywhere_after") and x.get("anywhere_after") == y.get("anywhere_after"):
             m["anywhere_after"] = x["anywhere_after"]
@@ -412,6 +464,10 @@ def tabulate(args: argparse.Namespace) -> int:
                 )
     pooled = pool(payloads)
     print(table(pooled["results"], pooled["config"]["queries"]), flush=True)
+    asked = questions(pooled["results"], pooled["config"]["queries"])
+    if asked:
+        print("\nWhere the questions go: mean log10 regret of the designs asked, ours / BoTorch's")
+        print(asked, flush=True)
     out = Path(args.out + "-suite-table.png")
     plot(pooled["results"], out)
     print(f"\nwrote {out}", flush=True)

@@ -82,11 +82,14 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
     """One run of BoTorch's pipeline (cached); its regret after every answer and its timing.
 
     Returns:
-        ``{"regret": [...], "regret_compared": [...], "seconds": [...], "n_initial": ...}``: the
-        regret after each answer from the last initial one on (``n_initial - 1`` entries of
-        ``None`` before it), the same for the best design compared by then (runs cached before
-        it was recorded lack it), and the wall seconds of each acquisition query (acquisition,
-        answer, fit, recommendation).
+        ``{"regret": [...], "regret_compared": [...], "seconds": [...], "n_initial": ...,
+        "recommended": [...], "designs": [...]}``: the regret after each answer from the last
+        initial one on (``n_initial - 1`` entries of ``None`` before it), the same for the best
+        design compared by then, the wall seconds of each acquisition query (acquisition,
+        answer, fit, recommendation), the recommended design (unit cube) after each answer from
+        the last initial one on, and every design asked, ``q`` per query in the order asked, so
+        that where a run ends can be studied without rerunning it. Runs cached before a field
+        was recorded lack it.
     """
     if strategy not in ANCHOR_STRATEGIES:
         raise ValueError(f"BoTorch's pipeline has {ANCHOR_STRATEGIES}, not {strategy!r}.")
@@ -104,6 +107,7 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
     regret: list[float | None] = [None] * (n0 - 1)
     compared: list[float | None] = [None] * (n0 - 1)
     seconds: list[float] = []
+    recommended: list[list[float]] = []
     model = champion = None
     best_asked = math.inf
     for k in range(n0 + queries):
@@ -136,13 +140,15 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
                 with torch.no_grad():
                     mean = model.posterior(X).mean.reshape(-1)
             champion = X[int(mean.argmax())].unsqueeze(0)
+            recommended.append(champion[0].tolist())
             regret.append(float(utility.regret(champion[0])))
             compared.append(best_asked)
         if k >= n0:
             seconds.append(time.perf_counter() - t0)
     result = {"problem": problem, "strategy": strategy, "q": q, "seed": seed, "scale": scale,
               "n_initial": n0, "regret": regret, "regret_compared": compared,
-              "seconds": seconds}  # fmt: skip
+              "seconds": seconds, "recommended": recommended,
+              "designs": X.tolist()}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result))
     return result

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
+import torch
 
 from benchmarks import suite
 from botorch_pref.test_functions import get_utility
@@ -139,3 +141,54 @@ def test_pbo_merge_refuses_a_run_given_twice(tmp_path):
     assert len(pbo.load_runs([str(path)])[0]) == 1
     with pytest.raises(SystemExit, match="repeats the run branin laplace eubo seed 0"):
         pbo.load_runs([str(path), str(path)])
+
+
+def test_log_regret_asked_averages_the_log10_regrets_of_a_querys_options():
+    branin = get_utility("branin")
+    best, other = branin.optimizers[0], torch.tensor([0.1, 0.9], dtype=torch.float64)
+    designs = torch.stack([torch.stack([best, other]), torch.stack([other, other])])  # 2 x 2 x 2
+    got = suite.log_regret_asked("branin", designs.unsqueeze(0))  # one run, two queries
+    r = float(branin.regret(other))  # the optimum's own regret is floored at 1e-12
+    assert got.shape == (1, 2) and r > 0.1
+    expected = [[(-12.0 + math.log10(r)) / 2, math.log10(r)]]
+    assert torch.allclose(got, torch.tensor(expected, dtype=torch.float64))
+
+
+def test_the_questions_table_pairs_the_asked_designs_of_seeds_both_sides_recorded():
+    ours = _cell({0: [0.0] * 4, 1: [0.0] * 4, 2: [0.0] * 4})
+    ours["log_regret_asked"] = [[1.0, 1.0, 0.0, 0.0], [3.0, 3.0, 2.0, 0.0], [9.0] * 4]
+    anchor = _cell({0: [0.0] * 4, 1: [0.0] * 4, 5: [0.0] * 4})
+    anchor["log_regret_asked"] = [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0], [9.0] * 4]
+    results = {"levy6": {"eubo": {"ours": ours, "anchor": anchor}}}
+    header, _, row = suite.questions(results, 4, block=2).splitlines()
+    assert header == (
+        "| problem | strategy | seeds | queries 1-2 | queries 3-4 | ours - BoTorch, queries 3-4 |"
+    )
+    # Seeds 0 and 1: ours averages 2.0 then 0.5, BoTorch's 1.0 then 1.0; differences -1, -0.
+    assert row == "| levy6 | eubo | 2 | +2.00 / +1.00 | +0.50 / +1.00 | -0.50 +- 0.50 |"
+    del anchor["log_regret_asked"]  # runs cached before designs were recorded: no table
+    assert suite.questions(results, 4, block=2) == ""
+
+
+def test_botorchs_cached_runs_give_the_regret_of_the_designs_they_asked(tmp_path, monkeypatch):
+    monkeypatch.setattr(suite.suite_anchor, "CACHE", tmp_path)
+    branin = get_utility("branin")
+    best, far = branin.optimizers[0].tolist(), [0.0, 0.0]
+    # One initial query (its designs are skipped), then two acquisition queries.
+    run = {"n_initial": 1, "q": 2, "regret": [1.0, 0.5, 0.1], "regret_compared": [1.0, 0.5, 0.1],
+           "seconds": [1.0, 1.0], "designs": [far, far, best, far, best, best]}  # fmt: skip
+    for seed in (0, 1):
+        path = suite.suite_anchor.cache_path("branin", "eubo", 2, seed, 2, 1.0)
+        path.write_text(
+            json.dumps(run if seed == 0 else {k: run[k] for k in run if k != "designs"})
+        )
+    r_far = math.log10(float(branin.regret(torch.tensor(far, dtype=torch.float64))))
+    cell = suite.run_anchor("branin", "eubo", 1, 2, 0, 1.0, "cached")
+    assert cell["log_regret_asked"][0] == pytest.approx([(r_far - 12.0) / 2, -12.0])
+    # A run cached before designs were recorded: the pooled cell has none.
+    pooled = suite.run_anchor("branin", "eubo", 2, 2, 0, 1.0, "cached")
+    assert pooled["seeds"] == [0, 1] and "log_regret_asked" not in pooled
+    merged = suite.merge(
+        {"ours": None, "anchor": cell}, {"ours": None, "anchor": cell | {"seeds": [3]}}
+    )
+    assert merged["anchor"]["log_regret_asked"] == cell["log_regret_asked"] * 2
