@@ -126,18 +126,20 @@ def run_anchor(problem: str, strategy: str, R: int, queries: int, seed: int, sca
         curves.append(_log10_from(run["regret"], n0 - 1))
         if "regret_compared" in run:  # runs cached before it was recorded lack it
             compared.append(_log10_from(run["regret_compared"], n0 - 1))
-        if "designs" in run:  # likewise the designs asked
+        asked.append(None)  # likewise the designs asked (``None`` for a run without them)
+        if "designs" in run:
             designs = torch.tensor(run["designs"], dtype=torch.float64)
             designs = designs[run["q"] * n0 :].reshape(-1, run["q"], designs.shape[-1])
-            asked.append(log_regret_asked(problem, designs).tolist())
+            asked[-1] = log_regret_asked(problem, designs).tolist()
         secs.append(statistics.median(run["seconds"]))
         seeds.append(s)
     if not curves:
         return None
     out = {"log_regret": curves, "seconds_per_query": statistics.median(secs), "seeds": seeds}
-    for key, values in (("log_regret_compared", compared), ("log_regret_asked", asked)):
-        if len(values) == len(curves):
-            out[key] = values
+    if len(compared) == len(curves):
+        out["log_regret_compared"] = compared
+    if any(a is not None for a in asked):
+        out["log_regret_asked"] = asked
     return out
 
 
@@ -246,7 +248,7 @@ def questions(results: dict, queries: int, block: int = 10) -> str:
     the designs asked in each block of ``block`` acquisition queries (a query's options
     averaged), ours / BoTorch's over the seeds both recorded, and ours minus BoTorch's in the
     last block, paired by seed. Low late in a run means the questions close in on the optimum.
-    Cells without recorded designs on both sides are left out; ``""`` if none has them."""
+    Runs without recorded designs (``None``) are left out; ``""`` if no cell has them."""
     spans = [(a, min(a + block, queries)) for a in range(0, queries, block)]
     head = "| problem | strategy | seeds | " + " | ".join(f"queries {a + 1}-{b}" for a, b in spans)
     head += f" | ours - BoTorch, queries {spans[-1][0] + 1}-{queries} |"
@@ -256,8 +258,8 @@ def questions(results: dict, queries: int, block: int = 10) -> str:
             ours, anchor = cell["ours"], cell.get("anchor") or {}
             if "log_regret_asked" not in ours or "log_regret_asked" not in anchor:
                 continue
-            a = dict(zip(ours["seeds"], ours["log_regret_asked"], strict=True))
-            b = dict(zip(anchor["seeds"], anchor["log_regret_asked"], strict=True))
+            a, b = ({s: c for s, c in zip(x["seeds"], x["log_regret_asked"], strict=True) if c}
+                    for x in (ours, anchor))  # fmt: skip
             seeds = sorted(s for s in a.keys() & b.keys() if min(len(a[s]), len(b[s])) >= queries)
             if not seeds:
                 continue
@@ -407,9 +409,13 @@ def merge(a: dict | None, b: dict) -> dict:
                 f"runs to merge share seeds: {sorted(set(x['seeds']) & set(y['seeds']))}"
             )
         m = {key: x[key] + y[key] for key in ("log_regret", "seeds")}
-        for key in ("log_regret_compared", "log_regret_asked"):  # runs before they were recorded
-            if key in x and key in y:
-                m[key] = x[key] + y[key]
+        if "log_regret_compared" in x and "log_regret_compared" in y:
+            m["log_regret_compared"] = x["log_regret_compared"] + y["log_regret_compared"]
+        if "log_regret_asked" in x or "log_regret_asked" in y:  # per run, None where unrecorded
+            m["log_regret_asked"] = [
+                *x.get("log_regret_asked", [None] * len(x["seeds"])),
+                *y.get("log_regret_asked", [None] * len(y["seeds"])),
+            ]
         m["seconds_per_query"] = statistics.fmean([x["seconds_per_query"], y["seconds_per_query"]])
         if x.get("anywhere_after") and x.get("anywhere_after") == y.get("anywhere_after"):
             m["anywhere_after"] = x["anywhere_after"]
