@@ -20,10 +20,10 @@ the same designs: the questions' share of the regret; ours and BoTorch's), BoTor
 a batched step's wall time over ``R``; BoTorch's: one run's median). A JSON of every curve and a
 PNG of the mean curves are written; ``--compare A.json B.json`` prints the paired difference of
 two suite runs (a lever's A/B with common random numbers), and ``--tabulate JSON...`` merges suite
-runs into one table and plot with the BoTorch runs cached by then, and a second table of where
-the questions go (:func:`questions`: the mean log10 regret of the designs asked, block by block,
-ours and BoTorch's, for runs that recorded them). ``--problems holdout`` runs
-the problems outside the suite (:data:`HOLDOUT`) on which the defaults are checked.
+runs into one table and plot with the BoTorch runs cached by then. Both also print where the
+questions go for runs that recorded their designs (``benchmarks/suite_questions.py``).
+``--problems holdout`` runs the problems outside the suite (:data:`HOLDOUT`) on which the
+defaults are checked.
 """
 
 from __future__ import annotations
@@ -45,8 +45,10 @@ from botorch_pref.users import calibrate_noise
 
 try:
     import suite_anchor
+    from suite_questions import log_regret_asked, questions
 except ImportError:  # imported as benchmarks.suite
     from benchmarks import suite_anchor
+    from benchmarks.suite_questions import log_regret_asked, questions
 
 
 def expand_problems(names: list[str] | None) -> list[str]:
@@ -102,13 +104,6 @@ def run_ours(problem: str, strategy: str, R: int, queries: int, seed: int, scale
 def _log10_from(regret: list, start: int) -> list[float]:
     """Log10 of a cached run's regrets from answer ``start`` on (floored as our runs' are)."""
     return [math.log10(max(v, REGRET_FLOOR)) for v in regret[start:]]
-
-
-def log_regret_asked(problem: str, designs: torch.Tensor) -> torch.Tensor:
-    """Where the questions go: ``... x Q x q x d`` asked designs (unit cube) to the ``... x Q``
-    mean over each query's options of their log10 regret (floored as the curves are)."""
-    regret = get_utility(problem).regret(designs.to(torch.float64))
-    return regret.clamp_min(REGRET_FLOOR).log10().mean(-1)
 
 
 def run_anchor(problem: str, strategy: str, R: int, queries: int, seed: int, scale: float,
@@ -243,42 +238,6 @@ def table(results: dict, queries: int) -> str:
     return "\n".join(lines)
 
 
-def questions(results: dict, queries: int, block: int = 10) -> str:
-    """Where the questions go (markdown): per problem and strategy, the mean log10 regret of
-    the designs asked in each block of ``block`` acquisition queries (a query's options
-    averaged), ours / BoTorch's over the seeds both recorded, and ours minus BoTorch's in the
-    last block, paired by seed. Low late in a run means the questions close in on the optimum.
-    Runs without recorded designs (``None``) are left out; ``""`` if no cell has them."""
-    spans = [(a, min(a + block, queries)) for a in range(0, queries, block)]
-    head = "| problem | strategy | seeds | " + " | ".join(f"queries {a + 1}-{b}" for a, b in spans)
-    head += f" | ours - BoTorch, queries {spans[-1][0] + 1}-{queries} |"
-    lines = []
-    for problem, cells in results.items():
-        for strategy, cell in cells.items():
-            ours, anchor = cell["ours"], cell.get("anchor") or {}
-            if "log_regret_asked" not in ours or "log_regret_asked" not in anchor:
-                continue
-            a, b = ({s: c for s, c in zip(x["seeds"], x["log_regret_asked"], strict=True) if c}
-                    for x in (ours, anchor))  # fmt: skip
-            seeds = sorted(s for s in a.keys() & b.keys() if min(len(a[s]), len(b[s])) >= queries)
-            if not seeds:
-                continue
-            means = [
-                " / ".join(
-                    f"{statistics.fmean(statistics.fmean(x[s][i:j]) for s in seeds):+.2f}"
-                    for x in (a, b)
-                )
-                for i, j in spans
-            ]
-            i, j = spans[-1]
-            diff = [statistics.fmean(a[s][i:j]) - statistics.fmean(b[s][i:j]) for s in seeds]
-            lines.append(f"| {problem} | {strategy} | {len(seeds)} | {' | '.join(means)} | "
-                         f"{_fmt(diff)} |")  # fmt: skip
-    if not lines:
-        return ""
-    return "\n".join([head, "|" + "---|" * (head.count("|") - 1), *lines])
-
-
 def error_rate(payload: dict) -> float:
     """The user's error rate of a suite JSON (runs written before it was recorded: 0.2)."""
     return float(payload["config"].get("error_rate", 0.2))
@@ -321,7 +280,10 @@ def compare(a: dict, b: dict, queries: int) -> str:
     for strategy in dict.fromkeys(s for s, _ in means):
         vals = [m for s, m in means if s == strategy]
         lines.append(f"mean over problems @{ks[-1]}, {strategy}: {statistics.fmean(vals):+.3f}")
-    return "\n".join(lines)
+    pairs = {(p, s): (c["ours"], b["results"].get(p, {}).get(s, {}).get("ours"))
+             for p, cs in a["results"].items() for s, c in cs.items()}  # fmt: skip
+    asked = questions(pairs, queries, labels=("A", "B"))
+    return "\n".join(lines) + ("\n\n" + asked if asked else "")
 
 
 def plot(results: dict, path: Path) -> None:
@@ -470,10 +432,11 @@ def tabulate(args: argparse.Namespace) -> int:
                 )
     pooled = pool(payloads)
     print(table(pooled["results"], pooled["config"]["queries"]), flush=True)
-    asked = questions(pooled["results"], pooled["config"]["queries"])
+    pairs = {(p, s): (c["ours"], c.get("anchor")) for p, cs in pooled["results"].items()
+             for s, c in cs.items()}  # fmt: skip
+    asked = questions(pairs, pooled["config"]["queries"])
     if asked:
-        print("\nWhere the questions go: mean log10 regret of the designs asked, ours / BoTorch's")
-        print(asked, flush=True)
+        print("\n" + asked, flush=True)
     out = Path(args.out + "-suite-table.png")
     plot(pooled["results"], out)
     print(f"\nwrote {out}", flush=True)

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from benchmarks import suite
+from benchmarks import suite, suite_questions
 from botorch_pref.test_functions import get_utility
 
 
@@ -147,7 +147,7 @@ def test_log_regret_asked_averages_the_log10_regrets_of_a_querys_options():
     branin = get_utility("branin")
     best, other = branin.optimizers[0], torch.tensor([0.1, 0.9], dtype=torch.float64)
     designs = torch.stack([torch.stack([best, other]), torch.stack([other, other])])  # 2 x 2 x 2
-    got = suite.log_regret_asked("branin", designs.unsqueeze(0))  # one run, two queries
+    got = suite_questions.log_regret_asked("branin", designs.unsqueeze(0))  # one run, two queries
     r = float(branin.regret(other))  # the optimum's own regret is floored at 1e-12
     assert got.shape == (1, 2) and r > 0.1
     expected = [[(-12.0 + math.log10(r)) / 2, math.log10(r)]]
@@ -159,18 +159,27 @@ def test_the_questions_table_pairs_the_asked_designs_of_seeds_both_sides_recorde
     ours["log_regret_asked"] = [[1.0, 1.0, 0.0, 0.0], [3.0, 3.0, 2.0, 0.0], [9.0] * 4]
     anchor = _cell({0: [0.0] * 4, 1: [0.0] * 4, 5: [0.0] * 4})
     anchor["log_regret_asked"] = [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0], [9.0] * 4]
-    results = {"levy6": {"eubo": {"ours": ours, "anchor": anchor}}}
-    header, _, row = suite.questions(results, 4, block=2).splitlines()
+    pairs = {("levy6", "eubo"): (ours, anchor), ("branin", "eubo"): (ours, None)}
+    title, header, _, row = suite_questions.questions(pairs, 4, block=2).splitlines()
+    assert title.endswith("designs asked, ours / BoTorch")
     assert header == (
         "| problem | strategy | seeds | queries 1-2 | queries 3-4 | ours - BoTorch, queries 3-4 |"
     )
     # Seeds 0 and 1: ours averages 2.0 then 0.5, BoTorch's 1.0 then 1.0; differences -1, -0.
     assert row == "| levy6 | eubo | 2 | +2.00 / +1.00 | +0.50 / +1.00 | -0.50 +- 0.50 |"
     anchor["log_regret_asked"][1] = None  # a run cached before designs were recorded
-    row = suite.questions(results, 4, block=2).splitlines()[2]
+    row = suite_questions.questions(pairs, 4, block=2).splitlines()[3]
     assert row == "| levy6 | eubo | 1 | +1.00 / +1.00 | +0.00 / +1.00 | -1.00 +- nan |"
     del anchor["log_regret_asked"]  # no run with designs: no table
-    assert suite.questions(results, 4, block=2) == ""
+    assert suite_questions.questions(pairs, 4, block=2) == ""
+
+
+def test_compare_shows_where_two_runs_questions_go_when_both_recorded_them():
+    a = _cell({0: [0.0, -1.0], 1: [0.0, -1.0]}) | {"log_regret_asked": [[0.5], [1.5]]}
+    b = _cell({0: [0.0, 0.0], 1: [0.0, 0.0]}) | {"log_regret_asked": [[2.0], [2.0]]}
+    lines = suite.compare(_payload(a), _payload(b), 1).splitlines()
+    assert lines[lines.index("") + 1].endswith("designs asked, A / B")
+    assert lines[-1] == "| branin | eubo | 2 | +1.00 / +2.00 | -1.00 +- 0.50 |"
 
 
 def test_botorchs_cached_runs_give_the_regret_of_the_designs_they_asked(tmp_path, monkeypatch):
