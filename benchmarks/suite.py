@@ -46,9 +46,11 @@ from botorch_pref.users import calibrate_noise
 try:
     import suite_anchor
     from suite_questions import log_regret_asked, questions
+    from suite_stats import fmt_mean_se as _fmt
 except ImportError:  # imported as benchmarks.suite
     from benchmarks import suite_anchor
     from benchmarks.suite_questions import log_regret_asked, questions
+    from benchmarks.suite_stats import fmt_mean_se as _fmt
 
 
 def expand_problems(names: list[str] | None) -> list[str]:
@@ -136,18 +138,6 @@ def run_anchor(problem: str, strategy: str, R: int, queries: int, seed: int, sca
     if any(a is not None for a in asked):
         out["log_regret_asked"] = asked
     return out
-
-
-def _mean_se(values: list[float]) -> tuple[float, float]:
-    if not values:
-        return math.nan, math.nan
-    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
-    return statistics.fmean(values), se
-
-
-def _fmt(values: list[float]) -> str:
-    mean, se = _mean_se(values)
-    return "-" if math.isnan(mean) else f"{mean:+.2f} +- {se:.2f}"
 
 
 def _by_seed(cell: dict) -> dict[int, list[float]]:

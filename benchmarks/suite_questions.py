@@ -18,6 +18,11 @@ import torch
 from botorch_pref.loop.replications import REGRET_FLOOR
 from botorch_pref.test_functions import get_utility
 
+try:
+    from suite_stats import fmt_mean_se
+except ImportError:  # imported as benchmarks.suite_questions
+    from benchmarks.suite_stats import fmt_mean_se
+
 
 def log_regret_asked(problem: str, designs: torch.Tensor) -> torch.Tensor:
     """The mean over each query's options of their log10 regret.
@@ -76,10 +81,8 @@ def questions(pairs: dict[tuple[str, str], tuple[dict | None, dict | None]], que
                  for i, j in spans]  # fmt: skip
         i, j = spans[-1]
         diff = [statistics.fmean(a[s][i:j]) - statistics.fmean(b[s][i:j]) for s in seeds]
-        mean = statistics.fmean(diff)
-        se = statistics.stdev(diff) / len(diff) ** 0.5 if len(diff) > 1 else float("nan")
         lines.append(f"| {problem} | {strategy} | {len(seeds)} | {' | '.join(means)} | "
-                     f"{mean:+.2f} +- {se:.2f} |")  # fmt: skip
+                     f"{fmt_mean_se(diff)} |")  # fmt: skip
     if not lines:
         return ""
     title = f"Where the questions go: mean log10 regret of the designs asked, {' / '.join(labels)}"
