@@ -66,6 +66,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pbo_batched  # the --batched and --choice-study modes
 import suite  # the --suite mode
+from suite_stats import fmt_mean_se
 
 from botorch_pref.loop import MODEL_FACTORIES, STRATEGIES, LoopConfig, PreferenceOptimizer
 from botorch_pref.test_functions import Utility, get_utility
@@ -167,20 +168,6 @@ def run_one(
     return run
 
 
-def _mean_se(values: list[float]) -> tuple[float, float]:
-    if not values:
-        return math.nan, math.nan
-    mean = statistics.fmean(values)
-    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
-    return mean, se
-
-
-def _fmt(mean: float, se: float) -> str:
-    if math.isnan(mean):
-        return "-"
-    return f"{mean:+.2f}" if math.isnan(se) else f"{mean:+.2f} +- {se:.2f}"
-
-
 def summarise(runs: list[Run], checkpoints: list[int]) -> str:
     """The results table, one block per problem."""
     lines = []
@@ -203,7 +190,7 @@ def summarise(runs: list[Run], checkpoints: list[int]) -> str:
             row = f"{cfg[0]:<11} {cfg[1]:<20} {len(ok):>4}"
             for k in checkpoints:
                 vals = [v for r in ok if (v := r.log_regret_after(k)) is not None]
-                row += f" {_fmt(*_mean_se(vals)):>22}"
+                row += f" {fmt_mean_se(vals):>22}"
             ratio = ""
             other = medians.get(("pairwisegp", cfg[1]))
             if cfg[0] != "pairwisegp" and other and not math.isnan(other):
@@ -244,11 +231,10 @@ def _paired_lines(runs: list[Run], configs: list[tuple[str, str]], k: int) -> li
             if sa and sb:
                 ratios.append(statistics.median(sa) / statistics.median(sb))
         if diffs:
-            mean, se = _mean_se(diffs)
             ratio = f"{statistics.median(ratios):.2f}" if ratios else "-"
             lines.append(
                 f"{model} - pairwisegp, {strategy}, paired over {len(diffs)} seeds: "
-                f"log10 regret @{k} {_fmt(mean, se)}; time per query, median of the "
+                f"log10 regret @{k} {fmt_mean_se(diffs)}; time per query, median of the "
                 f"per-seed ratios {ratio}"
             )
     return lines

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import time
 from pathlib import Path
 
@@ -47,14 +46,10 @@ from botorch_pref.experiments import run_replications
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import calibrate_noise
 
-
-def _mean_se(values: list[float]) -> str:
-    if not values:
-        return "-"
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return f"{mean:+.2f}"
-    return f"{mean:+.2f} +- {statistics.stdev(values) / math.sqrt(len(values)):.2f}"
+try:
+    from suite_stats import fmt_mean_se
+except ImportError:  # imported as benchmarks.pbo_batched
+    from benchmarks.suite_stats import fmt_mean_se
 
 
 def _curves_agree(batched: Tensor, sequential: Tensor) -> str:
@@ -160,7 +155,7 @@ def _row(problem, strategy, res, wall, seq, seq_wall, device_name, dtype) -> dic
 def _table_lines(row, res, seq, checkpoints, device_name, dtype) -> list[str]:
     """The markdown rows of one batched run and its sequential counterpart."""
     R, K = row["replications"], row["sequential_replications"]
-    cells = [_mean_se([float(v) for v in res.log_regret_after(k)]) for k in checkpoints]
+    cells = [fmt_mean_se([float(v) for v in res.log_regret_after(k)]) for k in checkpoints]
     lines = [
         f"| {row['problem']} | {row['strategy']} | batched ({device_name}, {dtype}) | {R} | "
         + " | ".join(cells)
@@ -168,7 +163,7 @@ def _table_lines(row, res, seq, checkpoints, device_name, dtype) -> list[str]:
         f"{row['speedup']:.1f}x |"
     ]
     if seq is not None:
-        cells = [_mean_se([float(v) for v in seq.log_regret_after(k)]) for k in checkpoints]
+        cells = [fmt_mean_se([float(v) for v in seq.log_regret_after(k)]) for k in checkpoints]
         extrap = "" if K == R else f" (timed {K}, scaled x{R / K:g})"
         lines.append(
             f"| {row['problem']} | {row['strategy']} | sequential (CPU, float64) | {K} | "
@@ -219,7 +214,7 @@ def choice_study(args: argparse.Namespace) -> int:
                 dtype=dtype,
             )
             wall = time.perf_counter() - t0
-            cells = [_mean_se([float(v) for v in res.log_regret_after(k)]) for k in checkpoints]
+            cells = [fmt_mean_se([float(v) for v in res.log_regret_after(k)]) for k in checkpoints]
             label = {"choice": "choice likelihood", "pairs": "decomposed into pairs"}[answers]
             if q == 2:
                 label = "pairs"

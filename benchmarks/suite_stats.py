@@ -1,4 +1,4 @@
-"""The suite's summary of a sample: its mean and standard error, and how tables print them."""
+"""The benchmarks' summary of a sample: its mean and standard error, and how tables print them."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 
 def fmt_mean_se(values: list[float]) -> str:
-    """``"+m.mm +- s.ss"``, or ``"-"`` for an empty sample."""
+    """``"+m.mm +- s.ss"``; ``"+m.mm"`` for one value, ``"-"`` for an empty sample."""
     mean, se = mean_se(values)
-    return "-" if math.isnan(mean) else f"{mean:+.2f} +- {se:.2f}"
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:+.2f}" if math.isnan(se) else f"{mean:+.2f} +- {se:.2f}"

@@ -169,7 +169,7 @@ def test_the_questions_table_pairs_the_asked_designs_of_seeds_both_sides_recorde
     assert row == "| levy6 | eubo | 2 | +2.00 / +1.00 | +0.50 / +1.00 | -0.50 +- 0.50 |"
     anchor["log_regret_asked"][1] = None  # a run cached before designs were recorded
     row = suite_questions.questions(pairs, 4, block=2).splitlines()[3]
-    assert row == "| levy6 | eubo | 1 | +1.00 / +1.00 | +0.00 / +1.00 | -1.00 +- nan |"
+    assert row == "| levy6 | eubo | 1 | +1.00 / +1.00 | +0.00 / +1.00 | -1.00 |"
     del anchor["log_regret_asked"]  # no run with designs: no table
     assert suite_questions.questions(pairs, 4, block=2) == ""
 
