@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from botorch_pref import PairwiseLaplaceGP, PairwiseLogit, PairwiseProbit, PreferenceData, Ranking
@@ -14,6 +15,7 @@ from botorch_pref.inference import (
     damped_newton,
     merge_pairs,
 )
+from botorch_pref.inference.engine import cholesky_of_system
 
 from .helpers import random_comparisons
 
@@ -210,3 +212,20 @@ def test_engine_follows_the_data_kind():
     A[torch.arange(rows.shape[0]), rows[:, 0]] += 1
     A[torch.arange(rows.shape[0]), rows[:, 1]] -= 1
     torch.testing.assert_close(mode.f[0], K[0] @ A.T @ h[0], atol=1e-9, rtol=0)
+
+
+def test_a_failed_laplace_system_names_its_cause_and_a_remedy_for_its_dtype():
+    indefinite = torch.tensor([[[1.0, 2.0], [2.0, 1.0]]], dtype=DT)
+    with pytest.raises(torch.linalg.LinAlgError, match="by rounding") as info:
+        cholesky_of_system(indefinite)
+    assert "Use a smaller outputscale" in str(info.value)
+    assert "Use float64" not in str(info.value)  # already float64: the remedy is the scale
+    with pytest.raises(torch.linalg.LinAlgError, match=r"float32.*Use float64, or a smaller"):
+        cholesky_of_system(indefinite.float())
+    overflowed = torch.eye(2, dtype=DT).unsqueeze(0).clone()
+    overflowed[0, 1, 1] = float("nan")
+    with pytest.raises(torch.linalg.LinAlgError, match="non-finite entries") as info:
+        cholesky_of_system(overflowed)
+    assert "by rounding" not in str(info.value)
+    good = torch.tensor([[[2.0, 1.0], [1.0, 2.0]]], dtype=DT)
+    assert torch.allclose(cholesky_of_system(good) @ cholesky_of_system(good).mT, good)

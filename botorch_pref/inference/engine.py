@@ -175,9 +175,11 @@ def cholesky_of_system(system: Tensor) -> Tensor:
     r"""Lower Cholesky factor of a Laplace system :math:`B = I + S K S^\top`.
 
     :math:`B`'s eigenvalues are at least one in exact arithmetic, so the factorisation fails only
-    where rounding makes the stored matrix indefinite: in float32, when the prior's scale exceeds
-    the answer noise's by about three orders of magnitude (an outputscale of 1000 over
-    ``noise_std = 0.01``).
+    where the stored matrix is not what exact arithmetic would give: where rounding makes it
+    indefinite (in float32 when the prior's scale exceeds the answer noise's by about three
+    orders of magnitude, an outputscale of 1000 over ``noise_std = 0.01``; in float64 only at
+    scales near :math:`10^{16}`), or where an entry is not finite (a kernel or curvature that
+    overflowed, as at a hyperparameter optimiser's far trial point).
 
     Args:
         system: ``B x p x p`` symmetric system.
@@ -186,17 +188,30 @@ def cholesky_of_system(system: Tensor) -> Tensor:
         The lower-triangular factor.
 
     Raises:
-        torch.linalg.LinAlgError: Where the factorisation fails, naming the dtype and the remedy.
+        torch.linalg.LinAlgError: Where the factorisation fails, naming the cause and the remedy.
     """
     try:
         return torch.linalg.cholesky(system)
     except torch.linalg.LinAlgError as err:
-        raise torch.linalg.LinAlgError(
-            f"The Laplace system I + R K R^T is not positive definite in {system.dtype}, by "
-            "rounding (its eigenvalues are at least 1 in exact arithmetic): the prior's scale "
-            "exceeds the answer noise's by too much for this dtype. Use float64, or a smaller "
-            f"outputscale. ({err})"
-        ) from err
+        raise torch.linalg.LinAlgError(_system_failure(system, err)) from err
+
+
+def _system_failure(system: Tensor, err: Exception) -> str:
+    """Why :func:`cholesky_of_system` failed on ``system``, and what to do about it."""
+    head = "The Laplace system I + R K R^T is not positive definite"
+    if not torch.isfinite(system).all():
+        return (
+            f"{head}: it has non-finite entries (the kernel or the likelihood's curvature "
+            f"overflowed at these hyperparameters or latent values). ({err})"
+        )
+    remedy = "Use a smaller outputscale."
+    if system.dtype != torch.float64:
+        remedy = "Use float64, or a smaller outputscale."
+    return (
+        f"{head} in {system.dtype}, by rounding (its eigenvalues are at least 1 in exact "
+        f"arithmetic): the prior's scale exceeds the answer noise's by too much for this dtype. "
+        f"{remedy} ({err})"
+    )
 
 
 def _symmetric_plus_identity(system: Tensor) -> Tensor:
