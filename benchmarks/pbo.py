@@ -69,6 +69,7 @@ import suite  # the --suite mode
 from suite_stats import fmt_mean_se
 
 from botorch_pref.loop import MODEL_FACTORIES, STRATEGIES, LoopConfig, PreferenceOptimizer
+from botorch_pref.loop.replications import REGRET_FLOOR  # log10 of a zero regret: -12
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
@@ -80,7 +81,6 @@ REFERENCE = {
     "ackley6": {"scale": 0.140, "eubo": -0.14, "qeubo": -0.19, "random": 0.63},
     "branin": {"scale": 0.096, "eubo": 0.20, "qeubo": -0.43, "random": 0.37},
 }
-REGRET_FLOOR = 1e-12  # log10 of a zero regret is reported as -12
 
 
 @dataclass

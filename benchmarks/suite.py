@@ -46,11 +46,11 @@ from botorch_pref.users import calibrate_noise
 try:
     import suite_anchor
     from suite_questions import log_regret_asked, questions
-    from suite_stats import fmt_mean_se as _fmt
+    from suite_stats import fmt_mean_se
 except ImportError:  # imported as benchmarks.suite
     from benchmarks import suite_anchor
     from benchmarks.suite_questions import log_regret_asked, questions
-    from benchmarks.suite_stats import fmt_mean_se as _fmt
+    from benchmarks.suite_stats import fmt_mean_se
 
 
 def expand_problems(names: list[str] | None) -> list[str]:
@@ -210,15 +210,16 @@ def table(results: dict, queries: int) -> str:
         for strategy, cell in cells.items():
             ours, anchor = cell["ours"], cell.get("anchor")
             row = f"| {problem} | {strategy} | {len(ours['seeds'])} | "
-            row += " | ".join(_fmt([c[k] for c in ours["log_regret"]]) for k in ks)
-            row += f" | {_fmt(anywhere(ours, queries))}"
+            row += " | ".join(fmt_mean_se([c[k] for c in ours["log_regret"]]) for k in ks)
+            row += f" | {fmt_mean_se(anywhere(ours, queries))}"
             compared = ours.get("log_regret_compared", [])  # runs before it was recorded: none
-            row += f" | {_fmt([c[queries] for c in compared])}"
+            row += f" | {fmt_mean_se([c[queries] for c in compared])}"
             if anchor:
-                theirs = _fmt([c[queries] for c in anchor["log_regret"] if len(c) > queries])
+                theirs = fmt_mean_se([c[queries] for c in anchor["log_regret"] if len(c) > queries])
                 diffs = paired(ours, anchor, queries)
-                diff = _fmt(diffs)
-                their_best = _fmt([c[queries] for c in anchor.get("log_regret_compared", [])])
+                diff = fmt_mean_se(diffs)
+                their_compared = anchor.get("log_regret_compared", [])
+                their_best = fmt_mean_se([c[queries] for c in their_compared])
                 match = _match(ours, anchor, queries) if diffs else "-"  # no shared seed
                 row += f" | {theirs} ({len(anchor['seeds'])}) | {their_best} | {diff} | {match} | "
                 row += f"{ours['seconds_per_query']:.3f} | {anchor['seconds_per_query']:.2f} |"
@@ -266,7 +267,8 @@ def compare(a: dict, b: dict, queries: int) -> str:
                 lines.append(f"| {problem} | {strategy} | " + " | ".join("-" for _ in ks) + " |")
                 continue
             means.append((strategy, statistics.fmean(diffs[-1])))
-            lines.append(f"| {problem} | {strategy} | " + " | ".join(map(_fmt, diffs)) + " |")
+            cells = " | ".join(map(fmt_mean_se, diffs))
+            lines.append(f"| {problem} | {strategy} | {cells} |")
     for strategy in dict.fromkeys(s for s, _ in means):
         vals = [m for s, m in means if s == strategy]
         lines.append(f"mean over problems @{ks[-1]}, {strategy}: {statistics.fmean(vals):+.3f}")
@@ -335,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
             anchor = run_anchor(problem, strategy, R, args.queries, args.seed, scale, args.anchor)
             results[problem][strategy] = {"ours": ours, "anchor": anchor}
             final = [c[args.queries] for c in ours["log_regret"]]
-            print(f"  {problem} {strategy}: ours @{args.queries} {_fmt(final)}; "
+            print(f"  {problem} {strategy}: ours @{args.queries} {fmt_mean_se(final)}; "
                   f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
             payload = {"config": config, "results": results}
             out.with_suffix(".json").write_text(json.dumps(payload))

@@ -228,4 +228,5 @@ def test_a_failed_laplace_system_names_its_cause_and_a_remedy_for_its_dtype():
         cholesky_of_system(overflowed)
     assert "by rounding" not in str(info.value)
     good = torch.tensor([[[2.0, 1.0], [1.0, 2.0]]], dtype=DT)
-    assert torch.allclose(cholesky_of_system(good) @ cholesky_of_system(good).mT, good)
+    L = cholesky_of_system(good)
+    assert torch.allclose(L @ L.mT, good)
