@@ -83,6 +83,11 @@ REFERENCE = {
 }
 
 
+def log10_regret(regret: float) -> float:
+    """``log10`` of a regret floored at ``REGRET_FLOOR`` (a zero regret reads -12)."""
+    return math.log10(max(regret, REGRET_FLOOR))
+
+
 @dataclass
 class Run:
     """One replication of one (problem, model, strategy)."""
@@ -104,7 +109,7 @@ class Run:
         i = self.n_initial + k - 1
         if i < 0 or i >= len(self.regret):
             return None
-        return math.log10(max(self.regret[i], REGRET_FLOOR))
+        return log10_regret(self.regret[i])
 
     def acquisition_seconds(self) -> list[float]:
         return self.seconds[self.n_initial :]
@@ -279,9 +284,7 @@ def plot(runs: list[Run], path: Path) -> None:
             cruns = [r for r in pruns if (r.model, r.strategy) == cfg]
             n0 = cruns[0].n_initial
             length = min(len(r.regret) for r in cruns)
-            curves = torch.tensor(
-                [[math.log10(max(v, REGRET_FLOOR)) for v in r.regret[:length]] for r in cruns]
-            )
+            curves = torch.tensor([[log10_regret(v) for v in r.regret[:length]] for r in cruns])
             mean = curves.mean(0)
             se = curves.std(0) / math.sqrt(len(cruns)) if len(cruns) > 1 else 0 * mean
             x = torch.arange(length) - n0 + 1
