@@ -328,6 +328,20 @@ def _boltzmann_restarts(
     return idx
 
 
+def _checked_initial(initial: Tensor, b: int, q: int, dim: int) -> Tensor:
+    """``initial`` if it is a ``b x m x q x d`` tensor of points in the unit cube."""
+    if (
+        not torch.is_tensor(initial)
+        or initial.dim() != 4
+        or initial.shape[:1] + initial.shape[2:] != (b, q, dim)
+    ):
+        shape = tuple(initial.shape) if torch.is_tensor(initial) else type(initial).__name__
+        raise ValueError(f"initial must be a {b} x m x {q} x {dim} tensor, got {shape}.")
+    if not bool(((initial >= 0) & (initial <= 1)).all()):
+        raise ValueError("initial must hold points of the unit cube (no NaN).")
+    return initial
+
+
 def _check_acqf_args(acq_function: AcquisitionFunction, **counts: int) -> int:
     """Check that every count is a positive integer and ``batch_size`` fits the model.
 
@@ -361,6 +375,7 @@ def optimize_acqf_batched(
     device: torch.device | str | None = None,
     raw_batch_limit: int = 128,
     maxiter: int = 200,
+    initial: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     r"""Maximise ``b`` independent acquisition problems on the unit cube at once.
 
@@ -370,7 +385,9 @@ def optimize_acqf_batched(
     model do). Member ``i`` draws ``raw_samples`` scrambled Sobol points from ``seeds[i]``, keeps
     ``num_restarts`` of them by Boltzmann sampling on their values (always including the best),
     and improves each with L-BFGS-B (every restart of every member an independent problem of
-    one batched run); the best restart is returned.
+    one batched run); the best restart is returned. Candidates in ``initial`` join each
+    member's raw samples: where one of them is the best raw sample it is always a restart, so
+    the result is at least as good as the best of them.
 
     Args:
         acq_function: The acquisition function of the batched model.
@@ -384,6 +401,8 @@ def optimize_acqf_batched(
         device: Device of the candidates.
         raw_batch_limit: Raw samples evaluated per call (bounds memory).
         maxiter: Maximum L-BFGS-B iterations.
+        initial: ``b x m x q x d`` candidates in the unit cube (``m >= 0``) that member ``i``
+            considers besides its raw samples (row ``i``), or ``None``.
 
     Returns:
         ``(candidates, values)``: ``b x q x d`` and ``b``, both in ``dtype`` (the values are the
@@ -392,7 +411,8 @@ def optimize_acqf_batched(
 
     Raises:
         ValueError: If a count is not a positive integer, ``batch_size`` differs from the batch
-            shape of ``acq_function``'s model, or ``seeds`` does not hold ``b`` seeds.
+            shape of ``acq_function``'s model, ``seeds`` does not hold ``b`` seeds, or
+            ``initial`` is not ``b x m x q x d`` or holds a point outside the unit cube.
     """
     b = _check_acqf_args(
         acq_function,
@@ -416,6 +436,8 @@ def optimize_acqf_batched(
         ],
         dim=1,
     ).to(**tkw)  # raw x b x q x d
+    if initial is not None:
+        raw = torch.cat([raw, _checked_initial(initial, b, q, dim).transpose(0, 1).to(raw)])
     with torch.no_grad():
         raw_values = torch.cat([acq_function(chunk) for chunk in raw.split(raw_batch_limit)])
     generators = [torch.Generator().manual_seed(int(s) % 2**63 + 1) for s in seeds]

@@ -79,3 +79,41 @@ def test_optimize_acqf_batched_values_share_the_candidates_dtype(eubo_of_two_mem
     # float64, the default, is unchanged: both float64
     cand64, values64 = optimize_acqf_batched(eubo_of_two_members, 2, 2, 2, **kwargs)
     assert cand64.dtype == values64.dtype == torch.float64
+
+
+def _narrow_peak(X: torch.Tensor) -> torch.Tensor:
+    """``r x b x q x d -> r x b``: a bump of width 0.01 at 0.77 in every coordinate, flat (to
+    the last bit) everywhere a random start lands."""
+    return torch.exp(-((X - 0.77) ** 2).sum((-2, -1)) / (2 * 0.01**2))
+
+
+def test_optimize_acqf_batched_starts_from_the_initial_candidates_too() -> None:
+    kwargs = {"num_restarts": 2, "raw_samples": 16, "seeds": [0, 1]}
+    _, values = optimize_acqf_batched(_narrow_peak, 2, 1, 3, **kwargs)
+    assert bool((values < 1e-6).all())  # random starts never see the bump
+    initial = torch.rand(2, 5, 1, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
+    initial[1, 3] = 0.765  # member 1 is offered a start on the bump's flank, member 0 is not
+    cand, values = optimize_acqf_batched(_narrow_peak, 2, 1, 3, initial=initial, **kwargs)
+    assert float(values[0]) < 1e-6
+    torch.testing.assert_close(cand[1], torch.full((1, 3), 0.77, dtype=DT), atol=1e-4, rtol=0)
+    # no candidates (m = 0) is the same as none
+    empty = optimize_acqf_batched(_narrow_peak, 2, 1, 3, initial=initial[:, :0], **kwargs)
+    torch.testing.assert_close(empty, optimize_acqf_batched(_narrow_peak, 2, 1, 3, **kwargs))
+
+
+@pytest.mark.parametrize(
+    ("initial", "message"),
+    [
+        (torch.full((1, 4, 1, 3), 0.5, dtype=DT), r"2 x m x 1 x 3"),
+        (torch.full((2, 4, 2, 3), 0.5, dtype=DT), r"2 x m x 1 x 3"),
+        (torch.full((2, 4, 3), 0.5, dtype=DT), r"2 x m x 1 x 3"),
+        ([[[[0.5, 0.5, 0.5]]]] * 2, r"got list"),
+        (torch.full((2, 4, 1, 3), 1.5, dtype=DT), "unit cube"),
+        (torch.full((2, 4, 1, 3), float("nan"), dtype=DT), "unit cube"),
+    ],
+)
+def test_optimize_acqf_batched_rejects_bad_initial_candidates(initial, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        optimize_acqf_batched(
+            _narrow_peak, 2, 1, 3, num_restarts=2, raw_samples=4, seeds=[0, 1], initial=initial
+        )

@@ -177,6 +177,19 @@ class LookaheadBestCompared(AcquisitionFunction):
         self._source: object | None = None  # the model's factors the two above came from
         self._fused()
 
+    def compared_pairs(self) -> Tensor:
+        r"""Every pair of two of the designs ``compared``: ``(batch_shape x) m x 2 x d``, with
+        :math:`m = k(k-1)/2` (none for ``k = 1``), in the order of ``itertools.combinations``.
+
+        The best question is often about two of the leading designs themselves, a point that
+        random starting points of an optimiser all but never come near (in six dimensions a
+        pair has twelve coordinates): an optimiser of this acquisition should start from these
+        pairs as well, as the loop's does.
+        """
+        k = self.compared.shape[-2]
+        i, j = torch.triu_indices(k, k, offset=1, device=self.compared.device)
+        return torch.stack([self.compared[..., i, :], self.compared[..., j, :]], dim=-2)
+
     def _fused(self) -> bool:
         """Whether the moments come from the model's factors; if so, bring the cache up to date.
 

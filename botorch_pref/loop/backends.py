@@ -30,6 +30,8 @@ from botorch.acquisition import AcquisitionFunction
 from botorch.exceptions.warnings import OptimizationWarning
 from botorch.fit import fit_gpytorch_mll
 from botorch.optim import optimize_acqf
+from botorch.optim.initializers import initialize_q_batch
+from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
@@ -87,10 +89,13 @@ class Backend(Protocol):
         config: LoopConfig,
         q: int,
         stream: int = Stream.ACQF,
+        initial: Tensor | None = None,
     ) -> Tensor:
         """Maximise ``acqf`` on the unit cube for query ``k``: ``len(seeds) x q x d`` points.
 
         Its random draws come from the seeds of ``stream`` (the acquisition's by default).
+        ``initial`` (``len(seeds) x m x q x d``, unit cube) are candidates each member
+        considers as starting points besides its random raw samples.
         """
 
 
@@ -113,6 +118,7 @@ class SequentialBackend:
         config: LoopConfig,
         q: int,
         stream: int = Stream.ACQF,
+        initial: Tensor | None = None,
     ) -> Tensor:
         d = config.dim
         unit = torch.zeros(2, d, **config.tkwargs)
@@ -120,16 +126,19 @@ class SequentialBackend:
         with seeded(seeds[0], k, stream, config.device), warnings.catch_warnings():
             warnings.simplefilter("ignore", OptimizationWarning)
             with lean_kernels():
+                starts = None if initial is None else _starts(acqf, unit, q, config, initial[0])
                 candidates, _ = optimize_acqf(
                     acqf,
                     bounds=unit,
                     q=q,
                     num_restarts=config.num_restarts,
-                    raw_samples=config.raw_samples,
+                    raw_samples=None if starts is not None else config.raw_samples,
+                    batch_initial_conditions=starts,
                     # In float32 L-BFGS-B's line search ends "ABNORMAL" near an optimum because
                     # the acquisition's values are exact only to ~1e-7: its point stands, and a
-                    # retry from new raw samples would only double the work (and warn).
-                    retry_on_optimization_warning=config.dtype != torch.float32,
+                    # retry from new raw samples would only double the work (and warn). Given
+                    # starts, optimize_acqf cannot retry: it would only warn that it does not.
+                    retry_on_optimization_warning=starts is None and config.dtype != torch.float32,
                 )
         return candidates.detach().reshape(1, q, d).clamp(0.0, 1.0)
 
@@ -152,6 +161,7 @@ class BatchedBackend:
         config: LoopConfig,
         q: int,
         stream: int = Stream.ACQF,
+        initial: Tensor | None = None,
     ) -> Tensor:
         with lean_kernels():
             X, _ = optimize_acqf_batched(
@@ -164,8 +174,30 @@ class BatchedBackend:
                 seeds=[derived_seed(s, k, stream) for s in seeds],
                 dtype=config.dtype,
                 device=config.device,
+                initial=initial,
             )
         return X.detach()
+
+
+#: Raw samples evaluated per call by :func:`_starts` (as ``optimize_acqf_batched``'s default).
+_RAW_BATCH = 128
+
+
+def _starts(
+    acqf: AcquisitionFunction, unit: Tensor, q: int, config: LoopConfig, initial: Tensor
+) -> Tensor:
+    """``optimize_acqf``'s restarts from its raw samples and the candidates ``initial``.
+
+    BoTorch's own initialisation (``gen_batch_initial_conditions``) with ``initial``
+    (``m x q x d``) among the raw samples: scrambled Sobol samples seeded from torch's global
+    generator, and restarts drawn by ``initialize_q_batch``'s Boltzmann weights, which keep the
+    best candidate.
+    """
+    raw = draw_sobol_samples(bounds=unit, n=config.raw_samples, q=q)
+    raw = torch.cat([raw.to(unit), initial.to(unit)])
+    with torch.no_grad():
+        values = torch.cat([acqf(chunk) for chunk in raw.split(_RAW_BATCH)])
+    return initialize_q_batch(raw, values, min(config.num_restarts, len(raw)))[0]
 
 
 #: The back ends by name.

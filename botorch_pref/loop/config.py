@@ -60,14 +60,16 @@ Defaults and why:
   local query comes first) asks the pair that maximises
   :class:`~botorch_pref.acquisition.LookaheadBestCompared` over the :data:`LOOKAHEAD_DESIGNS`
   compared designs with the highest posterior means: the pair whose answer is expected to
-  raise the recommendation the most. EUBO never asks about a compared design again, so a
-  design that won its only comparison by luck can stay the recommendation for the rest of a
-  run while the questions explore elsewhere; the lookahead question puts the leading designs to
-  the test. Measured on the question-quality suite with 64 replications per problem it gains
-  on average and on four of six problems, and costs none more than one standard error
-  (figures in ``benchmarks/RESULTS.md``). Champion-challenger queries compare the champion
-  every time and have none by default; ``q > 2`` queries, answers modelled as choices and
-  custom model factories (whose likelihood the lookahead may not know) have none either.
+  raise the recommendation the most (its optimiser starts from every pair of those designs as
+  well as from random pairs, since the best question is often about two of them). EUBO never
+  asks about a compared design again, so a design that won its only comparison by luck can
+  stay the recommendation for the rest of a run while the questions explore elsewhere; the
+  lookahead question puts the leading designs to the test. Measured on the question-quality
+  suite with 64 replications per problem it gains on average and on four of six problems, and
+  costs none more than one standard error (figures in ``benchmarks/RESULTS.md``).
+  Champion-challenger queries compare the champion every time and have none by default;
+  ``q > 2`` queries, answers modelled as choices and custom model factories (whose likelihood
+  the lookahead may not know) have none either.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ One step of preferential Bayesian optimisation for each member ``r`` (seed :math
    champion-challenger the champion :math:`c` -- the compared design with the highest
    posterior mean -- against the :math:`x` maximising :math:`E[(g(x) - g(c))^+]`); a due local
    query maximises the last within a box around the champion, a due lookahead query the
-   expected best posterior mean after the answer. An option that repeats another of the same
+   expected best posterior mean after the answer (its optimiser also starts from every pair of
+   the compared designs it looks at). An option that repeats another of the same
    query is replaced by a uniform design from :math:`(s_r, k, \text{REPAIR})`.
 2. **Record** the answer (:class:`~botorch_pref.loop.records.AnswerRecord`) and give the model
    the new designs and observations (built on the first answer, then updated in place with a
@@ -170,7 +171,10 @@ class LoopState:
         """Every member's query of one kind (local or global): ``members x q x d`` user units."""
         acqf, q_opt, champions = self.acquisition(group, k, local)
         seeds = [self.seeds[r] for r in group.members]
-        X = self.backend.optimize(acqf, seeds, k, self.config, q_opt)
+        initial = None  # a lookahead query also starts from the pairs of its compared designs
+        if isinstance(acqf, LookaheadBestCompared):
+            initial = acqf.compared_pairs().reshape(len(seeds), -1, 2, self.config.dim)
+        X = self.backend.optimize(acqf, seeds, k, self.config, q_opt, initial=initial)
         if isinstance(acqf, LocalBox):
             X = acqf.to_box(X).clamp(0.0, 1.0)
         X = self.from_unit(X)
