@@ -242,14 +242,16 @@ class LoopState:
         """``group``'s lookahead acquisition: the expected highest posterior mean, after the
         answer, among the pair and each member's ``LOOKAHEAD_DESIGNS`` (8) compared designs
         with the highest posterior means (fewer while a member has compared fewer)."""
-        means = self.means(group.members)
-        k = min(LOOKAHEAD_DESIGNS, *(len(m) for m in means))
-        top = [
-            self.record.X_unit[r, m.topk(k).indices]
-            for r, m in zip(group.members, means, strict=True)
-        ]
-        compared = torch.stack(top) if self.backend.batched else top[0]
-        return LookaheadBestCompared(group.model, compared)
+        top = self.top_compared(group.members, LOOKAHEAD_DESIGNS)
+        return LookaheadBestCompared(group.model, top if self.backend.batched else top[0])
+
+    def top_compared(self, members: Sequence[int], k: int) -> Tensor:
+        """Each member's ``k`` compared designs with the highest posterior means, or all while
+        one has compared fewer: ``members x k' x d`` in the unit cube."""
+        means = self.means(members)
+        k = min(k, *(len(m) for m in means))
+        X = self.record.X_unit
+        return torch.stack([X[r, m.topk(k).indices] for r, m in zip(members, means, strict=True)])
 
     def _repair(self, X: Tensor, k: int) -> Tensor:
         """Replace a repeated option (it would compare a design with itself) by a random one."""
@@ -437,18 +439,20 @@ class LoopState:
 
         The back end's acquisition optimiser on ``PosteriorMean`` with the run's restarts and
         raw samples, seeded by the :class:`~botorch_pref.loop.seeding.Stream` ``RECOMMEND`` of
-        the current answer count; a member's best compared design is kept where the optimiser
-        found nothing with a higher posterior mean.
+        the current answer count, which also starts from the member's 8 compared designs with
+        the highest posterior means; a member's best compared design is kept where the
+        optimiser found nothing with a higher posterior mean.
 
         Returns:
             ``members x d`` designs in the unit cube.
         """
         cfg, k, members = self.config, self.n_answers, group.members
         seeds = [self.seeds[r] for r in members]
+        starts = self.top_compared(members, LOOKAHEAD_DESIGNS).unsqueeze(-2)  # members x k x 1 x d
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             x = self.backend.optimize(
-                PosteriorMean(group.model), seeds, k, cfg, 1, stream=Stream.RECOMMEND
+                PosteriorMean(group.model), seeds, k, cfg, 1, Stream.RECOMMEND, starts
             )
         compared = self.designs_at(members, self.champions(members))
         X = torch.stack([compared, x[:, 0].clamp(0.0, 1.0)], dim=-2)  # members x 2 x d
