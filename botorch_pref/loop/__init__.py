@@ -4,7 +4,9 @@
 * :mod:`~botorch_pref.loop.answers`: one validator and one encoding of answers;
 * :mod:`~botorch_pref.loop.records`: the record of answers and the data derived from it;
 * :mod:`~botorch_pref.loop.state`: propose / record / refit / recommend for ``R`` members;
-* :mod:`~botorch_pref.loop.backends`: sequential and batched fitters and acquisition optimisers;
+* :mod:`~botorch_pref.loop.recommend`: the recommendations (best compared design, or anywhere);
+* :mod:`~botorch_pref.loop.backends`: how models are held, fitted and their acquisition
+  functions maximised (sequential or batched);
 * :mod:`~botorch_pref.loop.seeding`: the derived seeds;
 * :mod:`~botorch_pref.loop.optimizer`: :class:`PreferenceOptimizer`, the ask/tell facade;
 * :mod:`~botorch_pref.loop.replications`: :func:`run_replications`, lockstep PBO studies.
@@ -16,6 +18,7 @@ from botorch_pref.loop.answers import Answer, InvalidAnswerError, validate_answe
 from botorch_pref.loop.config import STRATEGIES, LoopConfig, acquisition_effort
 from botorch_pref.loop.hyperparameters import Hyperparameters
 from botorch_pref.loop.optimizer import PreferenceOptimizer, Recommendation
+from botorch_pref.loop.recommend import Recommending
 from botorch_pref.loop.records import QueryRecord
 from botorch_pref.loop.replications import ReplicationResults, run_replications
 from botorch_pref.loop.seeding import Stream, derived_seed
@@ -41,6 +44,7 @@ __all__ = [
     "PreferenceOptimizer",
     "QueryRecord",
     "Recommendation",
+    "Recommending",
     "ReplicationResults",
     "Stream",
     "acquisition_effort",

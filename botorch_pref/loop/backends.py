@@ -22,6 +22,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -29,6 +30,7 @@ import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.exceptions.warnings import OptimizationWarning
 from botorch.fit import fit_gpytorch_mll
+from botorch.models.model import Model
 from botorch.optim import optimize_acqf
 from botorch.optim.initializers import initialize_q_batch
 from botorch.utils.sampling import draw_sobol_samples
@@ -40,7 +42,15 @@ from botorch_pref.loop.config import LoopConfig
 from botorch_pref.loop.seeding import Stream, derived_seed
 from botorch_pref.optim import fit_evidence_batched, optimize_acqf_batched
 
-__all__ = ["BACKENDS", "FIT_FTOL", "Backend", "BatchedBackend", "SequentialBackend", "seeded"]
+__all__ = [
+    "BACKENDS",
+    "FIT_FTOL",
+    "Backend",
+    "BatchedBackend",
+    "ModelGroup",
+    "SequentialBackend",
+    "seeded",
+]
 
 #: The sequential fitter's stopping test: L-BFGS-B stops once an iteration lowers the negative
 #: log posterior of the hyperparameters by less than this fraction of its value (SciPy's
@@ -49,6 +59,15 @@ __all__ = ["BACKENDS", "FIT_FTOL", "Backend", "BatchedBackend", "SequentialBacke
 #: at). At 1e-6 the fit stops within about 1e-4 nats of the optimum, far inside the evidence's
 #: own uncertainty about the hyperparameters.
 FIT_FTOL = 1e-6
+
+
+@dataclass
+class ModelGroup:
+    """A model and the members it serves (one member, or all of them for a batched model)."""
+
+    members: list[int]
+    model: Model
+    mll: MarginalLogLikelihood
 
 
 @contextmanager

@@ -19,7 +19,8 @@ One step of preferential Bayesian optimisation for each member ``r`` (seed :math
    from the current values. A fit that fails numerically keeps the previous hyperparameters
    with a warning; any other failure restores the model and leaves the record unchanged.
 3. **Recommend** the compared design with the highest posterior mean,
-   :math:`x^\star = \arg\max_{x_i \in \mathcal D_r} \mu_r(x_i)`.
+   :math:`x^\star = \arg\max_{x_i \in \mathcal D_r} \mu_r(x_i)`, or the posterior mean's
+   maximiser over the box (:mod:`~botorch_pref.loop.recommend`).
 
 Models are held in groups: with the sequential back end one model per member, with the batched
 back end one model with ``batch_shape = (R,)`` for all (see :mod:`~botorch_pref.loop.backends`).
@@ -31,14 +32,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
-from botorch.acquisition import AcquisitionFunction, PosteriorMean
+from botorch.acquisition import AcquisitionFunction
 from botorch.exceptions.errors import ModelFittingError
 from botorch.models.model import Model
 from botorch.utils.transforms import unnormalize
-from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
 from botorch_pref.acquisition import (
@@ -50,10 +49,11 @@ from botorch_pref.acquisition import (
 from botorch_pref.acquisition.local import LocalBox, local_box, near_boundary
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.loop.answers import Answer
-from botorch_pref.loop.backends import BACKENDS, Backend, seeded
+from botorch_pref.loop.backends import BACKENDS, Backend, ModelGroup, seeded
 from botorch_pref.loop.config import LOOKAHEAD_DESIGNS, LoopConfig
 from botorch_pref.loop.hyperparameters import Hyperparameters
-from botorch_pref.loop.records import AnswerRecord, Extension, Recommendation, member_data
+from botorch_pref.loop.recommend import Recommending
+from botorch_pref.loop.records import AnswerRecord, Extension, member_data
 from botorch_pref.loop.seeding import Stream, derived_seed, uniform
 from botorch_pref.optim import FIT_ERRORS as LINALG_FIT_ERRORS
 
@@ -65,22 +65,16 @@ __all__ = ["FIT_ERRORS", "LoopState", "ModelGroup"]
 FIT_ERRORS = (ModelFittingError, *LINALG_FIT_ERRORS)
 
 
-@dataclass
-class ModelGroup:
-    """A model and the members it serves (one member, or all of them for a batched model)."""
-
-    members: list[int]
-    model: Model
-    mll: MarginalLogLikelihood
-
-
 def model_data(data: PreferenceData) -> Tensor | PreferenceData:
     """What a model is given: ``m x 2`` rows for pairs (the fast path), else ``data``."""
     return data.as_comparisons() if data.is_pairwise else data
 
 
-class LoopState:
+class LoopState(Recommending):
     """The state of ``R`` preference-optimisation runs that advance one query at a time.
+
+    Its recommendations (``best``, ``recommend``, ``recommend_anywhere``, ``means``, ...) come
+    from :class:`~botorch_pref.loop.recommend.Recommending`.
 
     Args:
         config: The run's settings.
@@ -245,14 +239,6 @@ class LoopState:
         top = self.top_compared(group.members, LOOKAHEAD_DESIGNS)
         return LookaheadBestCompared(group.model, top if self.backend.batched else top[0])
 
-    def top_compared(self, members: Sequence[int], k: int) -> Tensor:
-        """Each member's ``k`` compared designs with the highest posterior means, or all while
-        one has compared fewer: ``members x k' x d`` in the unit cube."""
-        means = self.means(members)
-        k = min(k, *(len(m) for m in means))
-        X = self.record.X_unit
-        return torch.stack([X[r, m.topk(k).indices] for r, m in zip(members, means, strict=True)])
-
     def _repair(self, X: Tensor, k: int) -> Tensor:
         """Replace a repeated option (it would compare a design with itself) by a random one."""
         same = (X.unsqueeze(-3) == X.unsqueeze(-2)).all(-1).triu(1)  # R x q x q
@@ -396,115 +382,6 @@ class LoopState:
                 stacklevel=5,
             )
         group.model.eval()
-
-    # -------------------------------------------------------------- recommend
-    def means(self, members: Sequence[int] | None = None) -> list[Tensor]:
-        """Posterior means of ``members`` (default: all) at their designs (``n_r`` values each)."""
-        counts = self.record.counts
-        members = range(self.n_members) if members is None else members
-        if self.backend.batched:
-            with torch.no_grad():
-                utility = self.group_of(0).model.utility
-            return [utility[r, : counts[r]] for r in members]
-        return [self.moments(r)[0] for r in members]
-
-    def moments(self, r: int, X_unit: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Member ``r``'s marginal posterior means and standard deviations (sequential models).
-
-        Args:
-            r: The member.
-            X_unit: ``n x d`` unit-cube designs (default: the member's designs).
-        """
-        X = self.record.designs(r, unit=True) if X_unit is None else X_unit
-        with torch.no_grad():
-            post = self.group_of(r).model.posterior(X.unsqueeze(-2))
-            mean = post.mean.reshape(-1)
-            std = post.variance.reshape(-1).clamp_min(0.0).sqrt()
-        return mean, std
-
-    def maximise_mean(self, r: int) -> tuple[Tensor, Tensor, Tensor]:
-        """Member ``r``'s posterior-mean maximiser over the unit cube (sequential models).
-
-        Returns:
-            ``(x_unit, mean, std)``: the design in the unit cube (see :meth:`mean_maximisers`),
-            its posterior mean and std.
-        """
-        group = self.group_of(r)
-        x = self.mean_maximisers(group)[group.members.index(r)]
-        mean, std = self.moments(r, x.unsqueeze(0))
-        return x, mean[0], std[0]
-
-    def mean_maximisers(self, group: ModelGroup) -> Tensor:
-        """The posterior-mean maximiser over the unit cube of each member of ``group``.
-
-        The back end's acquisition optimiser on ``PosteriorMean`` with the run's restarts and
-        raw samples, seeded by the :class:`~botorch_pref.loop.seeding.Stream` ``RECOMMEND`` of
-        the current answer count, which also starts from the member's 8 compared designs with
-        the highest posterior means; a member's best compared design is kept where the
-        optimiser found nothing with a higher posterior mean.
-
-        Returns:
-            ``members x d`` designs in the unit cube.
-        """
-        cfg, k, members = self.config, self.n_answers, group.members
-        seeds = [self.seeds[r] for r in members]
-        starts = self.top_compared(members, LOOKAHEAD_DESIGNS).unsqueeze(-2)  # members x k x 1 x d
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            x = self.backend.optimize(
-                PosteriorMean(group.model), seeds, k, cfg, 1, Stream.RECOMMEND, starts
-            )
-        compared = self.designs_at(members, self.champions(members))
-        X = torch.stack([compared, x[:, 0].clamp(0.0, 1.0)], dim=-2)  # members x 2 x d
-        with torch.no_grad():
-            post = group.model.posterior(X if self.backend.batched else X[0])
-            pick = post.mean.reshape(len(members), 2).argmax(-1)
-        return X[torch.arange(len(members), device=X.device), pick]
-
-    def recommend_anywhere(self) -> Tensor:
-        """Each member's posterior-mean maximiser over the box: ``R x d`` designs in user units."""
-        if self.groups is None:
-            raise ValueError("No answers yet: there is no model.")
-        return self.from_unit(torch.cat([self.mean_maximisers(g) for g in self.groups]))
-
-    def best(self, r: int, among: str = "compared") -> Recommendation:
-        """Member ``r``'s recommendation among the compared designs or anywhere in the box.
-
-        Args:
-            r: The member.
-            among: ``"compared"`` (the compared design with the highest posterior mean) or
-                ``"anywhere"`` (the posterior-mean maximiser over the box).
-
-        Returns:
-            The design in user units, its posterior mean and std, and its index among the
-            compared designs (``None`` for a design not compared).
-        """
-        if among == "anywhere":
-            x, mean, std = self.maximise_mean(r)
-            hit = (self.record.designs(r, unit=True) == x).all(-1).nonzero().flatten().tolist()
-            i = hit[0] if hit else None  # a compared design: as given, not mapped back and forth
-            x = self.from_unit(x) if i is None else self.record.designs(r)[i].clone()
-            return Recommendation(x, float(mean), float(std), i)
-        mean, std = self.moments(r)
-        i = int(mean.argmax())
-        return Recommendation(self.record.designs(r)[i].clone(), float(mean[i]), float(std[i]), i)
-
-    def recommend(self) -> Tensor:
-        """Each member's recommendation: ``R x d`` designs in user units."""
-        members = range(self.n_members)
-        return self.designs_at(members, self.champions(members), unit=False)
-
-    def champions(self, members: Sequence[int]) -> list[int]:
-        """Each member's champion: the index of its compared design with the highest posterior
-        mean (the current recommendation)."""
-        return [int(m.argmax()) for m in self.means(members)]
-
-    def designs_at(
-        self, members: Sequence[int], indices: Sequence[int], unit: bool = True
-    ) -> Tensor:
-        """Design ``indices[j]`` of member ``members[j]``, stacked (unit cube or user units)."""
-        X = self.record.X_unit if unit else self.record.X_user
-        return torch.stack([X[r, i] for r, i in zip(members, indices, strict=True)])
 
 
 def refresh(model: Model, X_unit: Tensor) -> None:
