@@ -24,9 +24,9 @@ member and the sequential back end (the settings and their defaults are
   the same datapoint.
 * All randomness (initial and random queries, ``optimize_acqf``'s raw samples, qEUBO's base
   samples, fit restarts) is drawn from seeds derived from ``(seed, query number)``, so the same
-  seed and the same answers give the same run (on as many intra-op threads: torch's reductions
-  round differently on another), and the state after :meth:`PreferenceOptimizer.replay` of a
-  history is the state of the run that produced it.
+  seed and answers give the same run on the same machine with as many intra-op threads (torch's
+  reductions round differently elsewhere), and :meth:`PreferenceOptimizer.replay` of a
+  history reaches the state of the run that produced it.
 """
 
 from __future__ import annotations
