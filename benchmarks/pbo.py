@@ -69,7 +69,7 @@ import suite  # the --suite mode
 from suite_stats import fmt_mean_se
 
 from botorch_pref.loop import MODEL_FACTORIES, STRATEGIES, LoopConfig, PreferenceOptimizer
-from botorch_pref.loop.replications import REGRET_FLOOR  # log10 of a zero regret: -12
+from botorch_pref.loop.replications import log10_regret
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
@@ -81,11 +81,6 @@ REFERENCE = {
     "ackley6": {"scale": 0.140, "eubo": -0.14, "qeubo": -0.19, "random": 0.63},
     "branin": {"scale": 0.096, "eubo": 0.20, "qeubo": -0.43, "random": 0.37},
 }
-
-
-def log10_regret(regret: float) -> float:
-    """``log10`` of a regret floored at ``REGRET_FLOOR`` (a zero regret reads -12)."""
-    return math.log10(max(regret, REGRET_FLOOR))
 
 
 @dataclass
@@ -109,7 +104,7 @@ class Run:
         i = self.n_initial + k - 1
         if i < 0 or i >= len(self.regret):
             return None
-        return log10_regret(self.regret[i])
+        return float(log10_regret(self.regret[i]))
 
     def acquisition_seconds(self) -> list[float]:
         return self.seconds[self.n_initial :]
@@ -284,7 +279,7 @@ def plot(runs: list[Run], path: Path) -> None:
             cruns = [r for r in pruns if (r.model, r.strategy) == cfg]
             n0 = cruns[0].n_initial
             length = min(len(r.regret) for r in cruns)
-            curves = torch.tensor([[log10_regret(v) for v in r.regret[:length]] for r in cruns])
+            curves = log10_regret([r.regret[:length] for r in cruns])
             mean = curves.mean(0)
             se = curves.std(0) / math.sqrt(len(cruns)) if len(cruns) > 1 else 0 * mean
             x = torch.arange(length) - n0 + 1

@@ -37,7 +37,7 @@ from torch import Tensor
 
 from botorch_pref.loop import LoopConfig, run_replications
 from botorch_pref.loop.backends import SequentialBackend
-from botorch_pref.loop.replications import _log10_regret
+from botorch_pref.loop.replications import log10_regret
 from botorch_pref.runtime import entry_threads, positive_int
 from botorch_pref.test_functions import get_utility, utility_name
 
@@ -121,7 +121,7 @@ def compare(queries: Tensor, winners: Tensor, utility, k: int, samples: int, see
         )
     mean_e, var_e = S.mean(0), S.var(0)
     regret = utility.regret(X[torch.stack([mean_l.argmax(), mean_e.argmax()])])
-    log_l, log_e = _log10_regret(regret).tolist()
+    log_l, log_e = log10_regret(regret).tolist()
     return {
         "corr": float(torch.corrcoef(torch.stack([mean_l, mean_e]))[0, 1]),
         "var_ratio": float((var_l / var_e).median()),

@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from botorch_pref.loop import run_replications
-from botorch_pref.loop.replications import REGRET_FLOOR
+from botorch_pref.loop.replications import log10_regret
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import calibrate_noise
 
@@ -105,7 +105,7 @@ def run_ours(problem: str, strategy: str, R: int, queries: int, seed: int, scale
 
 def _log10_from(regret: list, start: int) -> list[float]:
     """Log10 of a cached run's regrets from answer ``start`` on (floored as our runs' are)."""
-    return [math.log10(max(v, REGRET_FLOOR)) for v in regret[start:]]
+    return log10_regret(regret[start:]).tolist()
 
 
 def run_anchor(problem: str, strategy: str, R: int, queries: int, seed: int, scale: float,

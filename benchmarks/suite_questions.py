@@ -15,7 +15,7 @@ import statistics
 
 import torch
 
-from botorch_pref.loop.replications import REGRET_FLOOR
+from botorch_pref.loop.replications import log10_regret
 from botorch_pref.test_functions import get_utility
 
 try:
@@ -35,7 +35,7 @@ def log_regret_asked(problem: str, designs: torch.Tensor) -> torch.Tensor:
         A ``... x Q`` float64 tensor.
     """
     regret = get_utility(problem).regret(designs.to(torch.float64))
-    return regret.clamp_min(REGRET_FLOOR).log10().mean(-1)
+    return log10_regret(regret).mean(-1)
 
 
 def _asked_by_seed(cell: dict | None, queries: int) -> dict[int, list[float]]:

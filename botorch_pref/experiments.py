@@ -4,7 +4,14 @@ from botorch_pref.loop.replications import (
     BATCHED_STRATEGIES,
     REGRET_FLOOR,
     ReplicationResults,
+    log10_regret,
     run_replications,
 )
 
-__all__ = ["BATCHED_STRATEGIES", "REGRET_FLOOR", "ReplicationResults", "run_replications"]
+__all__ = [
+    "BATCHED_STRATEGIES",
+    "REGRET_FLOOR",
+    "ReplicationResults",
+    "log10_regret",
+    "run_replications",
+]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -215,3 +216,16 @@ def test_users_with_a_tie_band_answer_no_preference_and_the_loop_models_it():
         run_replications("branin", n_replications=1, tie_band=0.5, **kw)
     with pytest.raises(ValueError, match="tie_band"):
         run_replications("branin", n_replications=1, tie_band=-1.0, ties=True, **kw)
+
+
+def test_log10_regret_floors_zero_and_keeps_a_tensors_dtype():
+    from botorch_pref.experiments import REGRET_FLOOR, log10_regret
+
+    values = [0.0, 1e-15, 3e-4, 1.0, 250.0]
+    expected = [math.log10(max(v, REGRET_FLOOR)) for v in values]
+    assert log10_regret(values).dtype == torch.float64
+    assert log10_regret(values).tolist() == pytest.approx(expected, rel=1e-12)
+    assert float(log10_regret(0.0)) == -12.0
+    as32 = log10_regret(torch.tensor([[0.0, 0.5]], dtype=torch.float32))
+    assert as32.dtype == torch.float32 and as32.shape == (1, 2)
+    assert as32.tolist()[0] == pytest.approx([-12.0, math.log10(0.5)], rel=1e-6)

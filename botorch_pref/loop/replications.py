@@ -39,7 +39,13 @@ from botorch_pref.loop.state import LoopState
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
-__all__ = ["BATCHED_STRATEGIES", "REGRET_FLOOR", "ReplicationResults", "run_replications"]
+__all__ = [
+    "BATCHED_STRATEGIES",
+    "REGRET_FLOOR",
+    "ReplicationResults",
+    "log10_regret",
+    "run_replications",
+]
 
 #: The strategies :func:`run_replications` runs (all of the loop's).
 BATCHED_STRATEGIES = STRATEGIES
@@ -48,8 +54,21 @@ BATCHED_STRATEGIES = STRATEGIES
 REGRET_FLOOR = 1e-12
 
 
-def _log10_regret(regret: Tensor) -> Tensor:
-    """``log10`` of regrets floored at :data:`REGRET_FLOOR` (a zero regret stays finite)."""
+def log10_regret(regret: Tensor | float | Sequence[float]) -> Tensor:
+    """``log10`` of regrets floored at :data:`REGRET_FLOOR` (a zero regret reads -12).
+
+    The one floored logarithm of the package's regret figures: the replications' curves, the
+    benchmarks' tables and plots.
+
+    Args:
+        regret: Non-negative regrets: a tensor (any shape, dtype and device kept), a number or
+            a (nested) sequence of numbers (read as float64).
+
+    Returns:
+        A tensor of ``regret``'s shape.
+    """
+    if not torch.is_tensor(regret):
+        regret = torch.as_tensor(regret, dtype=torch.float64)
     return regret.clamp_min(REGRET_FLOOR).log10()
 
 
@@ -111,11 +130,11 @@ class ReplicationResults:
 
     def log_regret(self) -> Tensor:
         """``R x T`` log10 regret (a zero regret is reported as ``log10(1e-12)``)."""
-        return _log10_regret(self.regret)
+        return log10_regret(self.regret)
 
     def log_regret_compared(self) -> Tensor:
         """``R x T`` log10 regret of the best design compared so far (see ``regret_compared``)."""
-        return _log10_regret(self.regret_compared)
+        return log10_regret(self.regret_compared)
 
     def log_regret_after(self, k: int) -> Tensor:
         """``R`` log10 regrets after ``k`` acquisition queries (``k = 0``: after the initial).
@@ -133,7 +152,7 @@ class ReplicationResults:
         """``R x len(anywhere_after)`` log10 regret of the posterior-mean maximisers."""
         if self.regret_anywhere is None:
             raise ValueError("no recommendations anywhere: pass anywhere_after to the run.")
-        return _log10_regret(self.regret_anywhere)
+        return log10_regret(self.regret_anywhere)
 
 
 def run_replications(
