@@ -388,10 +388,14 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace, suite: boo
         except ValueError as err:
             parser.error(str(err))
     fields = {f.name for f in dataclasses.fields(LoopConfig)} - {"dim", "strategy", "q", "seed"}
-    for setting in args.set or []:
-        name = setting.partition("=")[0]
+    names = [setting.partition("=")[0] for setting in args.set or []]
+    for setting, name in zip(args.set or [], names, strict=True):
+        if "=" not in setting:
+            parser.error(f"--set {setting}: expected NAME=VALUE.")
         if name not in fields:
             parser.error(f"--set {name}: not a LoopConfig setting ({', '.join(sorted(fields))}).")
+        if names.count(name) > 1:
+            parser.error(f"--set {name}: given more than once.")
     _check_tie_band(parser, args)
 
 

@@ -442,7 +442,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--suite-strategies", nargs="+", choices=SUITE_STRATEGIES, default=list(SUITE_STRATEGIES)
     )
     parser.add_argument(
-        "--set", nargs="+", metavar="NAME=VALUE", help="LoopConfig settings of our runs"
+        "--set",
+        nargs="+",
+        action="extend",
+        metavar="NAME=VALUE",
+        help="LoopConfig settings of our runs (repeatable: every --set adds its settings)",
     )
     parser.add_argument(
         "--tie-band",

@@ -113,6 +113,7 @@ def test_compare_pools_batches_of_seeds_read_through_a_glob(tmp_path, capsys):
         (["--q", "1"], "--q >= 2"),
         (["--problems", "nosuch"], "Unknown utility 'nosuch'"),
         (["--suite", "--problems", "branin", "--set", "nosuch=1"], "not a LoopConfig setting"),
+        (["--suite", "--set", "ties=true", "--set", "nosuch=1"], "not a LoopConfig setting"),
         (["--suite", "--problems", "branin", "--q", "3"], "--q: not used by the suite"),
         (["--tabulate", "x.json", "--models", "laplace"], "--models: not used by the suite"),
         (["--problems", "branin", "--set", "kernel=rbf"], "--set: not used by this mode"),
@@ -129,6 +130,22 @@ def test_pbo_refuses_settings_no_run_can_use(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         pbo.main(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_every_set_flag_adds_its_settings_and_a_setting_comes_once(tmp_path, capsys):
+    from benchmarks import pbo
+
+    argv = ["--suite", "--problems", "branin", "--suite-strategies", "random", "--replications",
+            "1", "--queries", "1", "--anchor", "none", "--out", str(tmp_path / "run"),
+            "--set", "kernel=rbf", "--set", "local_every=0", "lookahead_every=0"]  # fmt: skip
+    assert pbo.main(argv) == 0
+    config = json.loads((tmp_path / "run-suite.json").read_text())["config"]
+    assert config["settings"] == {"kernel": "rbf", "local_every": 0, "lookahead_every": 0}
+    for extra, message in ((["kernel=matern52"], "given more than once"),
+                           (["ties"], "expected NAME=VALUE")):  # fmt: skip
+        with pytest.raises(SystemExit) as exit_info:
+            pbo.main([*argv, "--set", *extra])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_pbo_merge_refuses_a_run_given_twice(tmp_path):
