@@ -221,11 +221,12 @@ def test_users_with_a_tie_band_answer_no_preference_and_the_loop_models_it():
 def test_log10_regret_floors_zero_and_keeps_a_tensors_dtype():
     from botorch_pref.experiments import REGRET_FLOOR, log10_regret
 
-    values = [0.0, 1e-15, 3e-4, 1.0, 250.0]
+    values = [-1e-16, 0.0, 1e-15, 3e-4, 1.0, 250.0]
     expected = [math.log10(max(v, REGRET_FLOOR)) for v in values]
     assert log10_regret(values).dtype == torch.float64
     assert log10_regret(values).tolist() == pytest.approx(expected, rel=1e-12)
     assert float(log10_regret(0.0)) == -12.0
+    assert math.isnan(float(log10_regret(math.nan)))
     as32 = log10_regret(torch.tensor([[0.0, 0.5]], dtype=torch.float32))
     assert as32.dtype == torch.float32 and as32.shape == (1, 2)
     assert as32.tolist()[0] == pytest.approx([-12.0, math.log10(0.5)], rel=1e-6)

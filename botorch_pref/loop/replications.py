@@ -61,8 +61,10 @@ def log10_regret(regret: Tensor | float | Sequence[float]) -> Tensor:
     benchmarks' tables and plots.
 
     Args:
-        regret: Non-negative regrets: a tensor (any shape, dtype and device kept), a number or
-            a (nested) sequence of numbers (read as float64).
+        regret: Regrets: a tensor (any shape, dtype and device kept), a number or a (nested)
+            sequence of numbers (read as float64). Values below the floor (a design at the
+            optimum, or one whose rounding gives a tiny negative regret) read -12; NaN stays
+            NaN.
 
     Returns:
         A tensor of ``regret``'s shape.
