@@ -56,6 +56,22 @@ def test_sync_adds_only_new_records_and_rebuilds_after_a_change():
     assert opt.n_queries == 4 and opt.history[2].winner == changed[2].winner
 
 
+def test_sync_keeps_the_pending_query_only_while_the_answers_stay_the_same():
+    run = _run(5)
+    opt = PreferenceOptimizer(BOUNDS, seed=0, **SETTINGS)
+    opt.sync(run.history[:4])
+    pending = opt.ask()
+    assert opt.sync(run.history[:4]) == 0 and torch.equal(opt.pending, pending)
+    assert opt.sync(run.history) == 1 and opt.pending is None  # answered elsewhere
+    opt.ask()
+    assert opt.sync(run.history[:3]) == 3 and opt.pending is None  # rebuilt: a new query
+    pending = opt.ask()
+    torch.testing.assert_close(pending, run.history[3].query)  # the run's fourth query
+    with pytest.raises(InvalidAnswerError):
+        opt.sync([*run.history[:3], (run.history[3].query, 7)])  # nothing added
+    assert torch.equal(opt.pending, pending)
+
+
 def test_hyperparameters_that_do_not_fit_are_rejected():
     run = _run(4)
     h = run.hyperparameters

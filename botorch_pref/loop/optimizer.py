@@ -42,17 +42,14 @@ from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
 from botorch_pref.data.preferences import PreferenceData
-from botorch_pref.loop.answers import validate_answer
 from botorch_pref.loop.config import DEFAULT_LOCAL_RADIUS, LoopConfig
 from botorch_pref.loop.hyperparameters import Hyperparameters
 from botorch_pref.loop.records import (
     QueryRecord,
     Recommendation,
-    as_record,
     check_bounds,
     check_designs,
     check_query,
-    extends,
 )
 from botorch_pref.loop.state import LoopState
 from botorch_pref.models.factories import ModelFactory
@@ -261,7 +258,7 @@ class PreferenceOptimizer:
     @property
     def history(self) -> list[QueryRecord]:
         """The answered queries in order (a copy); :meth:`replay` rebuilds the state from it."""
-        return [self._state.record.query(0, i) for i in range(self.n_queries)]
+        return self._state.history()
 
     @property
     def pending(self) -> Tensor | None:
@@ -385,12 +382,9 @@ class PreferenceOptimizer:
         """
         self._record(check_query(query, self._state.bounds), winner, ranking, tie)
 
-    def _record(
-        self, X: Tensor, winner: Any | None, ranking: Any | None, tie: bool, defer: bool = False
-    ) -> None:
-        """Validate the answer, then record it, all or nothing (``defer``: no fit or update)."""
-        answer = validate_answer(X.shape[0], winner, ranking, tie=tie, ties=self.ties, skips=False)
-        self._state.record_answers([X], [answer], refit=not defer, update_models=not defer)
+    def _record(self, X: Tensor, winner: Any | None, ranking: Any | None, tie: bool) -> None:
+        """Validate the answer, then record it, all or nothing."""
+        self._state.answer(X, winner, ranking, tie)
         self._pending = None
 
     # -------------------------------------------------------------------- best
@@ -459,36 +453,12 @@ class PreferenceOptimizer:
             ValueError: For a malformed query (likewise), or hyperparameters that do not fit
                 the model (then none of the new records is kept).
         """
-        records = [as_record(i, r) for i, r in enumerate(records)]
-        n = self.n_queries
-        if not extends(records, self.history):
-            self._state.reset()
-            self._pending = None
-            n = 0
-        h = hyperparameters
-        if h is not None and not (n < h.n_answers <= len(records)):
-            h = None  # no record before its fit is added: it is not used
-        if h is not None and self.model is not None:
-            h.check(self.model)  # a misfit raises before any record changes the state
-        deferred = False  # answers up to the stored fit enter the model in one update
+        record, n = self._state.record, self.n_queries
         try:
-            for k, (query, winner, ranking, tie) in enumerate(records[n:], start=n + 1):
-                X = check_query(query, self._state.bounds)
-                deferred = h is not None and k <= h.n_answers
-                self._record(X, winner, ranking, tie, defer=deferred)
-                if h is not None and k == h.n_answers:
-                    try:
-                        self._state.adopt(h)
-                    except ValueError:
-                        if n == 0:  # a misfit found only now: no answer is left without a fit
-                            deferred = False
-                            self._state.reset()
-                        raise
-                    deferred = False
+            return self._state.sync(records, hyperparameters)
         finally:
-            if deferred:  # a bad record: the answers before it are kept, the model catches up
-                self._state.update_models()
-        return len(records) - n
+            if self._state.record is not record or self.n_queries != n:
+                self._pending = None  # the state moved on (or was reset): a new query is due
 
     @classmethod
     def replay(

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
@@ -48,12 +49,20 @@ from botorch_pref.acquisition import (
 )
 from botorch_pref.acquisition.local import LocalBox, local_box, near_boundary
 from botorch_pref.data.preferences import PreferenceData
-from botorch_pref.loop.answers import Answer
+from botorch_pref.loop.answers import Answer, validate_answer
 from botorch_pref.loop.backends import BACKENDS, Backend, ModelGroup, seeded
 from botorch_pref.loop.config import LOOKAHEAD_DESIGNS, LoopConfig
 from botorch_pref.loop.hyperparameters import Hyperparameters
 from botorch_pref.loop.recommend import Recommending
-from botorch_pref.loop.records import AnswerRecord, Extension, member_data
+from botorch_pref.loop.records import (
+    AnswerRecord,
+    Extension,
+    QueryRecord,
+    as_record,
+    check_query,
+    extends,
+    member_data,
+)
 from botorch_pref.loop.seeding import Stream, derived_seed, uniform
 from botorch_pref.optim import FIT_ERRORS as LINALG_FIT_ERRORS
 
@@ -299,6 +308,73 @@ class LoopState(Recommending):
             self._build(ext, False, self.n_answers)
         else:
             self._update(ext, False, self.n_answers)
+
+    def answer(
+        self, X: Tensor, winner: Any, ranking: Any, tie: bool = False, defer: bool = False
+    ) -> None:
+        """Validate a one-member state's answer to query ``X`` and record it, all or nothing.
+
+        Args:
+            X: The validated ``q x d`` query in user units.
+            winner: The index of the preferred option (or ``None``).
+            ranking: A full ranking of the options, best first (or ``None``).
+            tie: "No preference" between the two options.
+            defer: Record without fitting or updating the models (see :meth:`record_answers`).
+
+        Raises:
+            InvalidAnswerError: For a bad answer; the state is then unchanged.
+        """
+        ties = self.config.ties
+        answer = validate_answer(X.shape[0], winner, ranking, tie=tie, ties=ties, skips=False)
+        self.record_answers([X], [answer], refit=not defer, update_models=not defer)
+
+    def history(self) -> list[QueryRecord]:
+        """A one-member state's answered queries, in order."""
+        return [self.record.query(0, i) for i in range(self.n_answers)]
+
+    def sync(
+        self,
+        records: Sequence[QueryRecord | tuple[Any, ...]],
+        hyperparameters: Hyperparameters | None = None,
+    ) -> int:
+        """Bring a one-member state to the state after ``records``, the answered queries in
+        order: only the new ones are added when :meth:`history` is a prefix of ``records``,
+        else the state is reset and rebuilt. Records up to the stored ``hyperparameters``'
+        ``n_answers`` enter without fitting, in one model update, and those values are loaded
+        there (unused when the state holds that many answers, or ``records`` fewer).
+
+        Returns the number of records added; records, hyperparameters and errors are those of
+        :meth:`~botorch_pref.loop.optimizer.PreferenceOptimizer.sync`.
+        """
+        records = [as_record(i, r) for i, r in enumerate(records)]
+        n = self.n_answers
+        if not extends(records, self.history()):
+            self.reset()
+            n = 0
+        h = hyperparameters
+        if h is not None and not (n < h.n_answers <= len(records)):
+            h = None  # no record before its fit is added: it is not used
+        if h is not None and self.groups is not None:
+            h.check(self.groups[0].model)  # a misfit raises before any record changes the state
+        deferred = False  # answers up to the stored fit enter the model in one update
+        try:
+            for k, (query, winner, ranking, tie) in enumerate(records[n:], start=n + 1):
+                X = check_query(query, self.bounds)
+                deferred = h is not None and k <= h.n_answers
+                self.answer(X, winner, ranking, tie, defer=deferred)
+                if h is not None and k == h.n_answers:
+                    try:
+                        self.adopt(h)
+                    except ValueError:
+                        if n == 0:  # a misfit found only now: no answer is left without a fit
+                            deferred = False
+                            self.reset()
+                        raise
+                    deferred = False
+        finally:
+            if deferred:  # a bad record: the answers before it are kept, the model catches up
+                self.update_models()
+        return len(records) - n
 
     def adopt(self, hyperparameters: Hyperparameters) -> None:
         """Update the models with the record's data and load stored ``hyperparameters`` into
