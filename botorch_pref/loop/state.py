@@ -323,13 +323,20 @@ class LoopState(Recommending):
 
         Raises:
             InvalidAnswerError: For a bad answer; the state is then unchanged.
+            ValueError: For a state of several members (also for :meth:`history`, :meth:`sync`).
         """
+        self._one_member("answer")
         ties = self.config.ties
         answer = validate_answer(X.shape[0], winner, ranking, tie=tie, ties=ties, skips=False)
         self.record_answers([X], [answer], refit=not defer, update_models=not defer)
 
+    def _one_member(self, name: str) -> None:
+        if self.n_members != 1:
+            raise ValueError(f"{name}() needs a one-member state, this one has {self.n_members}.")
+
     def history(self) -> list[QueryRecord]:
         """A one-member state's answered queries, in order."""
+        self._one_member("history")
         return [self.record.query(0, i) for i in range(self.n_answers)]
 
     def sync(
@@ -346,6 +353,7 @@ class LoopState(Recommending):
         Returns the number of records added; records, hyperparameters and errors are those of
         :meth:`~botorch_pref.loop.optimizer.PreferenceOptimizer.sync`.
         """
+        self._one_member("sync")
         records = [as_record(i, r) for i, r in enumerate(records)]
         n = self.n_answers
         if not extends(records, self.history()):
