@@ -350,28 +350,63 @@ def _plot_2d(ax_true, ax_mean, result: DemoResult, utility: Utility) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the arguments of ``botorch-pref demo`` to its parser."""
-    p.add_argument("--problem", default="branin", help="utility to maximise (default: branin)")
-    p.add_argument("--strategy", choices=STRATEGIES, default="eubo")
-    p.add_argument("--queries", type=int, default=25, help="queries after the random ones")
     p.add_argument(
-        "--initial", type=int, default=None, help="random queries first (default min(4d, 20))"
+        "--problem",
+        default="branin",
+        help="the utility the simulated person maximises: a name of "
+        "botorch_pref.test_functions.get_utility, e.g. branin, hartmann6, ackley6, levy4",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="eubo",
+        help="how questions are chosen: eubo (the pair whose better option is expected to be "
+        "best), qeubo (its Monte-Carlo form), champion-challenger (the recommendation against "
+        "the design most likely to beat it), random",
+    )
+    p.add_argument(
+        "--queries", type=int, default=25, help="questions (pairs) asked after the random ones"
+    )
+    p.add_argument(
+        "--initial",
+        type=int,
+        default=None,
+        help="random questions first (default: min(4 d, 20), d the problem's dimension)",
     )
     p.add_argument(
         "--error-rate",
         type=float,
         default=0.2,
-        help="how often the user answers a pair of top-1%% designs wrongly (default 0.2)",
+        help="the fraction of pairs of top-1%% designs the simulated person answers wrongly "
+        "(sets the noise scale)",
     )
-    p.add_argument("--noise", choices=("gumbel", "probit"), default="gumbel")
-    p.add_argument("--model", choices=("laplace", "pairwisegp"), default="laplace")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu", help="torch device of the model (default cpu)")
-    p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"PNG path (default {DEFAULT_OUTPUT})")
-    p.add_argument("--no-plot", action="store_true", help="write no figure")
     p.add_argument(
-        "--no-progress",
-        action="store_true",
-        help="no progress bar (there is none when stderr is not a terminal)",
+        "--noise",
+        choices=("gumbel", "probit"),
+        default="gumbel",
+        help="the person's answer noise: gumbel (a logit choice) or probit (normal noise)",
+    )
+    p.add_argument(
+        "--model",
+        choices=("laplace", "pairwisegp"),
+        default="laplace",
+        help="the preference model: laplace (PairwiseLaplaceGP with the loop's defaults) or "
+        "pairwisegp (BoTorch's PairwiseGP)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the loop and of the person")
+    p.add_argument("--device", default="cpu", help="torch device of the model, e.g. cpu or cuda")
+    p.add_argument("--output", default=DEFAULT_OUTPUT, help="path of the PNG figure")
+    p.add_argument(
+        "--plot",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="write the figure (needs matplotlib)",
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="show a progress bar (never when stderr is not a terminal)",
     )
     p.set_defaults(func=_main)
 
@@ -391,8 +426,8 @@ def _main(args: argparse.Namespace) -> int:
             **{name: getattr(args, name) for name in same},
             device=device,
             n_initial=args.initial,
-            output=None if args.no_plot else args.output,
+            output=args.output if args.plot else None,
             # a bar's frames only clutter a log or a pipe
-            progress=not args.no_progress and sys.stderr.isatty(),
+            progress=args.progress and sys.stderr.isatty(),
         )
     return 0

@@ -1,8 +1,9 @@
 """Sphinx configuration of the botorch-pref documentation (built by ``make docs``).
 
-The build is self-contained and offline: the API reference is generated from the package's
-``__all__`` lists (see :func:`_write_api_pages`), the tutorial notebooks are copied from
-``tutorials/`` and executed by myst-nb on every build, and warnings are errors (``-W``).
+The build is self-contained and the site works offline: the API reference is generated from
+the package's ``__all__`` lists (see :func:`_write_api_pages`), the tutorial notebooks are
+copied from ``tutorials/`` and executed by myst-nb on every build, MathJax is served from the
+site itself (``sphinx-mathjax-offline``), and warnings are errors (``-W``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ logger = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+from api_modules import documented_modules  # noqa: E402  (docs/api_modules.py)
+
 GENERATED = HERE / "_generated"
 
 project = "botorch-pref"
@@ -36,29 +40,8 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
-]
-
-#: Every module whose ``__all__`` is public API, each with a page of the reference.
-API_MODULES = [
-    "botorch_pref",
-    "botorch_pref.models",
-    "botorch_pref.likelihoods",
-    "botorch_pref.data",
-    "botorch_pref.inference",
-    "botorch_pref.acquisition",
-    "botorch_pref.loop",
-    "botorch_pref.experiments",
-    "botorch_pref.optim",
-    "botorch_pref.users",
-    "botorch_pref.test_functions",
-    "botorch_pref.diagnostics",
-    "botorch_pref.sessions",
-    "botorch_pref.lfpl",
-]
-OPTIONAL_API_MODULES = [
-    "botorch_pref.web",
-    "botorch_pref.integrations.ax",
-    "botorch_pref.integrations.bope",
+    # MathJax 3 copied into the built site's _static/, so maths renders without a network
+    "sphinx-mathjax-offline",
 ]
 
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
@@ -80,6 +63,9 @@ autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_class_signature = "separated"
+# A member without a docstring of its own is left out rather than shown with its base class's
+# text (torch's "Initialize internal Module state" on every nn.Module's __init__).
+autodoc_inherit_docstrings = False
 autosummary_generate = False
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
@@ -122,15 +108,15 @@ def _write_api_pages() -> None:
 
     A name that several modules export (``botorch_pref.PairwiseLaplaceGP`` is
     ``botorch_pref.models.pairwise.PairwiseLaplaceGP``) is described once, on the page of the
-    first module in :data:`API_MODULES` that exports it, under its defining module's path;
-    other pages link to it.
+    first module of :func:`api_modules.documented_modules` that exports it, under its defining
+    module's path; other pages link to it.
     """
     out = GENERATED / "api"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     described: dict[str, str] = {}
     pages = []
-    modules = API_MODULES + [m for m in OPTIONAL_API_MODULES if _importable(m)]
+    modules = documented_modules()
     for module in modules:
         mod = importlib.import_module(module)
         doc = inspect.getdoc(mod) or ""
@@ -181,14 +167,6 @@ def _check_documented(name: str, home: str, obj: object, directive: str) -> bool
     return documented
 
 
-def _importable(module: str) -> bool:
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        return False
-    return True
-
-
 def _copy_tutorials() -> None:
     """The notebooks of ``tutorials/`` (committed without outputs), executed by the build."""
     out = GENERATED / "tutorials"
@@ -219,9 +197,23 @@ def _report_missing(app: object) -> None:
         logger.warning("public name without a docstring: %s", target, type="botorch_pref")
 
 
+def _forget_sourceless_modules(app: object) -> list[object]:
+    """Drop the modules viewcode found no source for before it writes ``_modules/index.html``.
+
+    A ``NamedTuple``'s generated methods name a module ``namedtuple_<Name>`` that has no file;
+    viewcode writes no page for it but still lists it in its index, a broken link. Runs just
+    before viewcode's own ``html-collect-pages`` handler and adds no page.
+    """
+    modules = getattr(app.env, "_viewcode_modules", {})
+    for name in [name for name, entry in modules.items() if entry is False]:
+        del modules[name]
+    return []
+
+
 def setup(app: object) -> dict[str, bool]:
     """Generate the API and tutorial pages; report public names without docstrings."""
     _write_api_pages()
     _copy_tutorials()
     app.connect("builder-inited", _report_missing)
+    app.connect("html-collect-pages", _forget_sourceless_modules, priority=400)
     return {"parallel_read_safe": True}

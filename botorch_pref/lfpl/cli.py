@@ -33,21 +33,31 @@ def _add_synthetic(sub: argparse._SubParsersAction) -> None:
         description="Draw rankings from a random LFPL, cross-validate, and print the held-out "
         "Kendall tau of the fitted model next to the true model's.",
     )
-    syn.add_argument("--n-rankings", type=int, default=1000)
-    syn.add_argument("--length", type=int, default=10)
+    syn.add_argument("--n-rankings", type=int, default=1000, help="rankings to draw")
+    syn.add_argument("--length", type=int, default=10, help="dyads in each ranking")
     syn.add_argument("--rows", type=int, default=50, help="number of row entities |R|")
     syn.add_argument("--cols", type=int, default=50, help="number of column entities |C|")
     syn.add_argument("--true-dim", type=int, default=5, help="latent dimension of the truth")
-    syn.add_argument("--dim", type=int, default=None, help="fitted dimension (default: true)")
-    syn.add_argument("--folds", type=int, default=10)
     syn.add_argument(
-        "--method", choices=("alternating", "joint", "both"), default="both", help="optimiser"
+        "--dim", type=int, default=None, help="fitted latent dimension (default: --true-dim)"
     )
-    syn.add_argument("--epochs", type=int, default=200)
-    syn.add_argument("--batch-size", type=int, default=128)
-    syn.add_argument("--lr", type=float, default=None)
-    syn.add_argument("--reg", type=float, default=1e-3)
-    _common(syn)
+    syn.add_argument("--folds", type=int, default=10, help="cross-validation folds")
+    syn.add_argument(
+        "--method",
+        choices=("alternating", "joint", "both"),
+        default="both",
+        help="optimiser: alternating (AdaGrad on U, then on V, as the paper), joint (both at "
+        "once), or both, one after the other",
+    )
+    syn.add_argument(
+        "--epochs", type=int, default=200, help="most passes over the training rankings"
+    )
+    syn.add_argument("--batch-size", type=int, default=128, help="rankings per step")
+    syn.add_argument(
+        "--lr", type=float, default=None, help="AdaGrad learning rate (default: the method's own)"
+    )
+    syn.add_argument("--reg", type=float, default=1e-3, help="Frobenius penalty weight on U and V")
+    _common(syn, progress=False)
     syn.set_defaults(func=run_synthetic)
 
 
@@ -61,9 +71,14 @@ def _add_implicit(sub: argparse._SubParsersAction) -> None:
     )
     _data(imp, ("random", "latest"), "random", "which interaction of each user is held out")
     _hyper(imp)
-    imp.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad")
-    imp.add_argument("--k", type=int, default=10, help="cut-off of HR and NDCG")
-    _common(imp)
+    imp.add_argument(
+        "--optimizer",
+        choices=("adagrad", "adam"),
+        default="adagrad",
+        help="adagrad (the paper's, fused) or adam (torch's, for comparison)",
+    )
+    imp.add_argument("--k", type=int, default=10, help="cut-off of HR and NDCG (items)")
+    _common(imp, progress=False)
     imp.set_defaults(func=run_implicit)
 
 
@@ -83,8 +98,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         "hold one interaction per user out for 'evaluate' (default: train on all)",
     )
     _hyper(train)
-    _common(train, progress_flag=False)
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _common(train, progress=True)
     train.add_argument(
         "--distributed",
         action="store_true",
@@ -102,7 +116,7 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     )
     rec.add_argument("--model", required=True, help="file written by 'lfpl train'")
     rec.add_argument("--users", required=True, nargs="+", help="original user ids")
-    rec.add_argument("--k", type=int, default=10)
+    rec.add_argument("--k", type=int, default=10, help="items per user")
     rec.add_argument("--include-seen", action="store_true", help="keep items seen in training")
     _device_arg(rec)
     rec.set_defaults(func=run_recommend)
@@ -128,7 +142,12 @@ def _data(
 ) -> None:
     """The ratings file, the rating threshold and the held-out interaction of each user."""
     parser.add_argument("--data", required=True, help="u.data, ratings.dat, ratings.csv, *.inter")
-    parser.add_argument("--min-rating", type=float, default=None, help="keep ratings >= this")
+    parser.add_argument(
+        "--min-rating",
+        type=float,
+        default=None,
+        help="keep ratings >= this as interactions (default: every rating)",
+    )
     parser.add_argument("--holdout", choices=holdouts, default=holdout, help=help)
 
 
@@ -141,22 +160,53 @@ def _hyper(parser: argparse.ArgumentParser) -> None:
 
     d = DEFAULTS
     parser.add_argument("--dim", type=int, default=d["dim"], help="latent dimension K")
-    parser.add_argument("--epochs", type=int, default=d["epochs"])
-    parser.add_argument("--batch-size", type=int, default=d["batch_size"])
     parser.add_argument(
-        "--n-negatives", type=int, default=d["n_negatives"], help="negatives per interaction"
+        "--epochs", type=int, default=d["epochs"], help="passes over the interactions"
     )
-    parser.add_argument("--negatives", choices=("uniform", "hard"), default=d["negatives"])
     parser.add_argument(
-        "--lr", type=float, default=d["lr"], help="AdaGrad rate (0.1 suits --lr-schedule constant)"
+        "--batch-size", type=int, default=d["batch_size"], help="interactions per step"
     )
-    parser.add_argument("--lr-schedule", choices=("constant", "linear"), default=d["lr_schedule"])
-    parser.add_argument("--reg", type=float, default=d["reg"])
-    parser.add_argument("--method", choices=("alternating", "joint"), default=d["method"])
+    parser.add_argument(
+        "--n-negatives",
+        type=int,
+        default=d["n_negatives"],
+        help="sampled unobserved items per interaction (L; 1 is BPR's pair loss)",
+    )
+    parser.add_argument(
+        "--negatives",
+        choices=("uniform", "hard"),
+        default=d["negatives"],
+        help="how unobserved items are drawn: uniform, or hard (the highest-scoring of a "
+        "larger uniform draw)",
+    )
+    parser.add_argument(
+        "--lr",
+        type=float,
+        default=d["lr"],
+        help="AdaGrad learning rate at the start (0.1 suits --lr-schedule constant)",
+    )
+    parser.add_argument(
+        "--lr-schedule",
+        choices=("constant", "linear"),
+        default=d["lr_schedule"],
+        help="constant, or linear (decays to zero over the epochs)",
+    )
+    parser.add_argument(
+        "--reg", type=float, default=d["reg"], help="Frobenius penalty weight on the factors"
+    )
+    parser.add_argument(
+        "--method",
+        choices=("alternating", "joint"),
+        default=d["method"],
+        help="AdaGrad step: joint (users and items at once) or alternating (the paper's)",
+    )
 
 
-def _common(parser: argparse.ArgumentParser, progress_flag: bool = True) -> None:
-    parser.add_argument("--seed", type=nonnegative_int, default=0)
+def _common(parser: argparse.ArgumentParser, progress: bool) -> None:
+    """Seed, device, threads and ``--progress/--no-progress`` (on by default if ``progress``)."""
+    parser.add_argument(
+        "--seed", type=nonnegative_int, default=0, help="seed of the data split and the fit"
+    )
     _device_arg(parser)
     parser.add_argument(
         "--threads",
@@ -166,8 +216,12 @@ def _common(parser: argparse.ArgumentParser, progress_flag: bool = True) -> None
         "keeps torch's thread count, unless OMP_NUM_THREADS, MKL_NUM_THREADS or "
         "OMP_WAIT_POLICY is set) or a number",
     )
-    if progress_flag:
-        parser.add_argument("--progress", action="store_true", help="show progress bars")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=progress,
+        help="show progress bars",
+    )
 
 
 def _threads(text: str) -> int | str:
@@ -366,9 +420,7 @@ def run_train(args: argparse.Namespace) -> int:
         train = leave_one_out(data, seed=args.seed, by=args.holdout).train
         rec.info["holdout"] = {"by": args.holdout, "seed": args.seed}
     rec.info["data"] = {"file": Path(args.data).name, "min_rating": args.min_rating}
-    rec.fit_feedback(
-        train, raw.user_ids, raw.item_ids, progress=not args.no_progress, process_group=group
-    )
+    rec.fit_feedback(train, raw.user_ids, raw.item_ids, progress=args.progress, process_group=group)
     fit = rec.fit_result_
     assert fit is not None
     if group is not None:

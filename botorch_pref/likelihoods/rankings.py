@@ -88,6 +88,7 @@ class Choice(PairwiseLogit):
     """
 
     def __init__(self, scale: float = 1.0) -> None:
+        """A multinomial-logit choice likelihood with Gumbel scale ``scale`` (:math:`s`)."""
         super().__init__(scale=scale)
 
     @property

@@ -36,6 +36,12 @@ class LaplaceEvidence(MarginalLogLikelihood):
     """
 
     def __init__(self, likelihood: PairwiseLikelihood, model: PairwiseLaplaceGP) -> None:
+        """The evidence of ``model``'s data under its hyperparameters, for ``fit_gpytorch_mll``.
+
+        Raises:
+            TypeError: ``model`` is not a :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP`.
+            ValueError: ``likelihood`` is not ``model.likelihood``.
+        """
         if not isinstance(model, PairwiseLaplaceGP):
             raise TypeError(f"LaplaceEvidence needs a PairwiseLaplaceGP, got {type(model)}.")
         if likelihood is not model.likelihood:

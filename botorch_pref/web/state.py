@@ -44,7 +44,9 @@ __all__ = [
     "web_state",
 ]
 
+#: The cookie that holds the admin token once an admin link has been opened.
 ADMIN_COOKIE = "botorch_pref_admin"
+#: The question shown above the options when a session sets none of its own.
 DEFAULT_PROMPT = "Which do you prefer?"
 #: The bundled files ``/static/<name>`` serves, with their media types.
 STATIC = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
