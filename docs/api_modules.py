@@ -1,7 +1,8 @@
 """Which modules the API reference documents (read by ``conf.py`` and by ``tests/test_docs.py``).
 
-Every module listed in :data:`API_MODULES` whose ``__all__`` is its public API gets a page of
-the reference. A package without ``__all__`` (``botorch_pref.web``, ``botorch_pref.integrations``)
+Every module listed in :data:`API_MODULES`, and every other module or package directly under
+``botorch_pref``, whose ``__all__`` is its public API gets a page of the reference (the listed
+ones first, in that order). A package without ``__all__`` (``botorch_pref.web``, ``botorch_pref.integrations``)
 stands for its submodules: each of them that has an ``__all__`` gets a page, so a new module's
 public names are in the reference without an edit here. A module that cannot be imported (an
 optional extra that is not installed) is left out.
@@ -12,7 +13,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-#: The public packages and modules, in the order of the reference's table of contents.
+#: The main public packages and modules, in the order of the reference's table of contents
+#: (the other modules directly under ``botorch_pref`` follow them).
 API_MODULES = [
     "botorch_pref",
     "botorch_pref.models",
@@ -41,9 +43,15 @@ def _import(name: str) -> object | None:
 
 
 def documented_modules() -> list[str]:
-    """The modules with a page of the reference: :data:`API_MODULES`, packages expanded."""
+    """The modules with a page of the reference, packages without ``__all__`` expanded."""
+    root = importlib.import_module("botorch_pref")
+    others = sorted(
+        info.name
+        for info in pkgutil.iter_modules(root.__path__, prefix="botorch_pref.")
+        if info.name not in API_MODULES
+    )
     out: list[str] = []
-    for name in API_MODULES:
+    for name in API_MODULES + others:
         module = _import(name)
         if module is None:
             continue

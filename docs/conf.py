@@ -78,6 +78,12 @@ html_title = "botorch-pref"
 html_static_path: list[str] = []
 
 
+def _myst_roles(text: str) -> str:
+    """reStructuredText roles (``:mod:`x```, ``:math:`x```) written as MyST's ``{py:mod}`x```."""
+    text = re.sub(r":math:`", "{math}`", text)
+    return re.sub(r":(mod|class|func|meth|data|attr|obj|exc):`", r"{py:\1}`", text)
+
+
 def _canonical(module: str, name: str) -> tuple[str, object]:
     """The object a public name refers to and the module that defines it."""
     obj = getattr(importlib.import_module(module), name)
@@ -120,7 +126,7 @@ def _write_api_pages() -> None:
     for module in modules:
         mod = importlib.import_module(module)
         doc = inspect.getdoc(mod) or ""
-        summary = doc.splitlines()[0] if doc else ""
+        summary = _myst_roles(doc.splitlines()[0]) if doc else ""
         lines = [f"# `{module}`", "", summary, ""]
         for name in sorted(getattr(mod, "__all__", [])):
             if name.startswith("__"):

@@ -69,7 +69,12 @@ def _add_implicit(sub: argparse._SubParsersAction) -> None:
         description="Fit LFPL/IF on interactions read from a MovieLens or RecBole file and "
         "print leave-one-out AUC, HR@k and NDCG@k next to MostPopular and Random.",
     )
-    _data(imp, ("random", "latest"), "random", "which interaction of each user is held out")
+    _data(
+        imp,
+        ("random", "latest"),
+        "random",
+        "which interaction of each user is held out: random, or latest (by timestamp)",
+    )
     _hyper(imp)
     imp.add_argument(
         "--optimizer",
@@ -95,7 +100,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         train,
         ("none", "random", "latest"),
         "none",
-        "hold one interaction per user out for 'evaluate' (default: train on all)",
+        "none (train on all), or hold one interaction per user out for 'evaluate': random, or "
+        "latest (by timestamp)",
     )
     _hyper(train)
     _common(train, progress=True)

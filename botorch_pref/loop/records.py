@@ -68,7 +68,9 @@ class Recommendation(NamedTuple):
 
     Attributes:
         x: The design, a ``d`` tensor in user units.
-        mean: Posterior mean of its utility :math:`\\mu(x)`.
+        mean: Posterior mean of its utility :math:`\\mu(x)`, on the model's latent scale:
+            utilities are identified only up to a common shift, in units of the answer noise,
+            so it ranks designs but is not a utility a person would state.
         std: Posterior standard deviation of its utility. Utilities are identified only up to a
             common shift, so this includes the prior's uncertainty about the overall level.
         index: Its row in :attr:`PreferenceOptimizer.datapoints`, or ``None`` for a design

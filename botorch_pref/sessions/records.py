@@ -184,7 +184,8 @@ class Best:
 
     Attributes:
         x: The design, ``{name: value}`` in the user's units.
-        mean: Posterior mean of its utility.
+        mean: Posterior mean of its utility, on the model's latent scale (identified only up
+            to a common shift: it ranks designs, it is not a utility the person would state).
         std: Posterior standard deviation of its utility.
         index: Its row in the optimiser's ``datapoints``.
     """
