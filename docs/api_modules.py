@@ -2,10 +2,10 @@
 
 Every module listed in :data:`API_MODULES`, and every other module or package directly under
 ``botorch_pref``, whose ``__all__`` is its public API gets a page of the reference (the listed
-ones first, in that order). A package without ``__all__`` (``botorch_pref.web``, ``botorch_pref.integrations``)
-stands for its submodules: each of them that has an ``__all__`` gets a page, so a new module's
-public names are in the reference without an edit here. A module that cannot be imported (an
-optional extra that is not installed) is left out.
+ones first, in that order). A package without ``__all__`` (``botorch_pref.web``,
+``botorch_pref.integrations``) stands for its submodules: each of them that has an ``__all__``
+gets a page, so a new module's public names are in the reference without an edit here. A
+module that cannot be imported (an optional extra that is not installed) is left out.
 """
 
 from __future__ import annotations
