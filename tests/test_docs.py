@@ -138,6 +138,26 @@ def test_tutorial_pages_hold_their_figures_and_no_errors(site):
         assert 'class="output traceback' not in html, f"{nb.name}: an error cell"
 
 
+GUIDE_BLOCKS = [
+    (path.relative_to(ROOT).as_posix(), index, code)
+    for path in sorted((ROOT / "docs").rglob("*.md"))
+    if "_build" not in path.parts and "_generated" not in path.parts
+    for index, code in enumerate(
+        re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)
+    )
+]
+
+
+@pytest.mark.parametrize(
+    "code", [c for _, _, c in GUIDE_BLOCKS], ids=[f"{p}[{i}]" for p, i, _ in GUIDE_BLOCKS]
+)
+def test_the_guides_python_examples_run(code, capsys):
+    for extra in ("ax", "starlette"):
+        if re.search(rf"^\s*(from|import) {extra}\b", code, flags=re.M):
+            pytest.importorskip(extra)
+    exec(compile(code, "guide example", "exec"), {"__name__": "guide"})
+
+
 def test_every_page_of_the_site_is_built(site):
     pages = ["index", "getting-started", "maths", "benchmarks", "changelog"]
     pages += [f"guides/{p.stem}" for p in (ROOT / "docs" / "guides").glob("*.md")]
@@ -307,6 +327,8 @@ def test_maths_renders_offline_and_no_request_leaves_the_machine(
         "MathJax.startup.promise.then(() => done(count()), () => done(-2));"
     )
     assert rendered > 0, f"{page}: MathJax did not render (status {rendered})"
+    errors = driver.execute_script("return document.querySelectorAll('mjx-merror').length")
+    assert errors == 0, f"{page}: {errors} formulas MathJax could not typeset"
     visible = driver.execute_script("return document.body.innerText")
     assert not RAW_TEX.search(visible), f"{page}: raw TeX on the page: {RAW_TEX.search(visible)}"
     urls = []
