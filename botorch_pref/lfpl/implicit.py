@@ -150,7 +150,7 @@ def fit_implicit(
             second (Python) thread while an epoch trains. The batches, and so the fit, are the
             same as without it. It pays only where a core is free: on MovieLens-100K it took
             about a quarter off a fit on an idle 2-core machine, and made fits 15 % slower
-            while other jobs kept both cores busy (``benchmarks/RESULTS-lfpl.md`` section 8).
+            while other jobs kept both cores busy (``benchmarks/RESULTS-lfpl.md``).
         process_group: Data-parallel training (see :mod:`botorch_pref.lfpl.distributed`): a
             ``torch.distributed`` process group, or ``"default"`` for the default group. Each
             process passes the interactions of its own users; ``U`` rows of other processes'
