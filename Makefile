@@ -43,10 +43,10 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 bench-model: $(STAMP)
-	$(BIN)/python benchmarks/model.py
+	$(BIN)/python -m benchmarks.model
 
 bench-pbo: $(STAMP)
-	$(BIN)/python benchmarks/pbo.py
+	$(BIN)/python -m benchmarks.pbo
 
 bench-lfpl: $(STAMP)
 	$(BIN)/python benchmarks/lfpl.py

@@ -27,10 +27,10 @@ regret curves is written at the end.
 
 Examples::
 
-    python benchmarks/pbo.py                               # everything: several hours
-    python benchmarks/pbo.py --problems branin --strategies eubo random \
+    python -m benchmarks.pbo                               # everything: several hours
+    python -m benchmarks.pbo --problems branin --strategies eubo random \
         --models laplace --replications 1 --queries 5      # a smoke test, under a minute
-    python benchmarks/pbo.py --problems hartmann6 --runs laplace:eubo laplace:random \
+    python -m benchmarks.pbo --problems hartmann6 --runs laplace:eubo laplace:random \
         laplace:champion-challenger pairwisegp:eubo --replications 5
 
 ``--merge a.json b.json --out c`` summarises runs made in several invocations (for instance
@@ -63,11 +63,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import pbo_batched  # the --batched and --choice-study modes
-import suite  # the --suite mode
-from suite_stats import fmt_mean_se
-
+from benchmarks import (
+    pbo_batched,  # the --batched and --choice-study modes
+    suite,  # the --suite mode
+)
+from benchmarks.suite_stats import fmt_mean_se
 from botorch_pref.loop import MODEL_FACTORIES, STRATEGIES, LoopConfig, PreferenceOptimizer
 from botorch_pref.loop.replications import log10_regret
 from botorch_pref.test_functions import Utility, get_utility

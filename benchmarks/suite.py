@@ -38,19 +38,13 @@ from pathlib import Path
 
 import torch
 
+from benchmarks import suite_anchor
+from benchmarks.suite_questions import log_regret_asked, questions
+from benchmarks.suite_stats import fmt_mean_se
 from botorch_pref.loop import run_replications
 from botorch_pref.loop.replications import log10_regret
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import calibrate_noise
-
-try:
-    import suite_anchor
-    from suite_questions import log_regret_asked, questions
-    from suite_stats import fmt_mean_se
-except ImportError:  # imported as benchmarks.suite
-    from benchmarks import suite_anchor
-    from benchmarks.suite_questions import log_regret_asked, questions
-    from benchmarks.suite_stats import fmt_mean_se
 
 
 def expand_problems(names: list[str] | None) -> list[str]:
