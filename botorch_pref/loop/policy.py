@@ -71,7 +71,7 @@ import dataclasses
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from botorch.acquisition import AcquisitionFunction
 from torch import Tensor
@@ -83,12 +83,9 @@ from botorch_pref.acquisition import (
     make_qeubo,
 )
 from botorch_pref.acquisition.local import LocalBox, local_box, near_boundary
+from botorch_pref.loop.backends import Backend, ModelGroup
 from botorch_pref.loop.config import LoopConfig, nonnegative_int, positive_int
 from botorch_pref.loop.seeding import Stream, derived_seed
-
-if TYPE_CHECKING:
-    from botorch_pref.loop.backends import ModelGroup
-    from botorch_pref.loop.state import LoopState
 
 __all__ = [
     "CONFIG_SETTINGS",
@@ -120,6 +117,25 @@ LOOKAHEAD_DESIGNS = 8
 INITIAL_PER_DIM, INITIAL_CAP = 4, 20
 #: The default schedules of the local and the lookahead steps, and the local box's half-width.
 DEFAULT_LOCAL_EVERY, DEFAULT_LOOKAHEAD_EVERY, DEFAULT_LOCAL_RADIUS = 2, 3, 0.05
+
+
+class StateView(Protocol):
+    """What a step reads of the loop's state (:class:`~botorch_pref.loop.state.LoopState`)."""
+
+    config: LoopConfig
+    seeds: list[int]
+    backend: Backend
+
+    def champions(self, members: Sequence[int]) -> list[int]:
+        """Each member's champion: its compared design with the highest posterior mean."""
+
+    def designs_at(
+        self, members: Sequence[int], indices: Sequence[int], unit: bool = True
+    ) -> Tensor:
+        """Design ``indices[j]`` of member ``members[j]``, stacked."""
+
+    def top_compared(self, members: Sequence[int], k: int) -> Tensor:
+        """Each member's ``k`` compared designs with the highest posterior means."""
 
 
 class Acquisition(NamedTuple):
@@ -157,7 +173,7 @@ class Step:
         query, the number of initial ones)."""
         return True
 
-    def applies(self, state: LoopState, group: ModelGroup) -> Tensor | None:
+    def applies(self, state: StateView, group: ModelGroup) -> Tensor | None:
         """Which members of ``group`` the due step applies to (``members`` booleans), or
         ``None`` for all of them."""
         return None
@@ -165,7 +181,7 @@ class Step:
     def check(self, config: LoopConfig) -> None:
         """Raise a ``ValueError`` if the step cannot ask questions of a run with ``config``."""
 
-    def acquisition(self, state: LoopState, group: ModelGroup, k: int) -> Acquisition:
+    def acquisition(self, state: StateView, group: ModelGroup, k: int) -> Acquisition:
         """``group``'s acquisition function for query ``k``."""
         raise ValueError(f"{self!r} asks random designs: it has no acquisition function.")
 
@@ -229,7 +245,7 @@ class Local(Step):
     def due(self, k: int, start: int) -> bool:
         return _every(k, start, self.every)
 
-    def applies(self, state: LoopState, group: ModelGroup) -> Tensor | None:
+    def applies(self, state: StateView, group: ModelGroup) -> Tensor | None:
         if self.when == "always":
             return None
         center = state.designs_at(group.members, state.champions(group.members))
@@ -238,7 +254,7 @@ class Local(Step):
     def check(self, config: LoopConfig) -> None:
         _pairs(config, "local queries are pairs of the champion and a challenger")
 
-    def acquisition(self, state: LoopState, group: ModelGroup, k: int) -> Acquisition:
+    def acquisition(self, state: StateView, group: ModelGroup, k: int) -> Acquisition:
         acqf, champions = _challenger(state, group, self.variant)
         X = state.designs_at(group.members, champions)
         return Acquisition(LocalBox(acqf, *local_box(X, self.radius)), 1, champions)
@@ -264,7 +280,7 @@ class Lookahead(Step):
     def check(self, config: LoopConfig) -> None:
         _pairs(config, "lookahead queries are pairs answered by a pair likelihood", answers=True)
 
-    def acquisition(self, state: LoopState, group: ModelGroup, k: int) -> Acquisition:
+    def acquisition(self, state: StateView, group: ModelGroup, k: int) -> Acquisition:
         top = state.top_compared(group.members, self.designs)
         acqf = LookaheadBestCompared(group.model, top if state.backend.batched else top[0])
         initial = acqf.compared_pairs().reshape(len(group.members), -1, 2, state.config.dim)
@@ -308,7 +324,7 @@ class Acquire(Step):
                 f"for q = {config.q}."
             )
 
-    def acquisition(self, state: LoopState, group: ModelGroup, k: int) -> Acquisition:
+    def acquisition(self, state: StateView, group: ModelGroup, k: int) -> Acquisition:
         if self.strategy == "eubo":
             return Acquisition(make_eubo(group.model), 2)
         if self.strategy == "qeubo":
@@ -328,7 +344,7 @@ def _check_variant(variant: str) -> None:
 
 
 def _challenger(
-    state: LoopState, group: ModelGroup, variant: str
+    state: StateView, group: ModelGroup, variant: str
 ) -> tuple[ChampionChallenger, list[int]]:
     """The champion-challenger acquisition of ``group``'s members and their champions."""
     champions = state.champions(group.members)
@@ -386,7 +402,7 @@ class QueryPolicy:
         """The steps on their schedule at query ``k``, in order (the last is always due)."""
         return [s for s in self.steps if s.due(k, self.n_initial)]
 
-    def steps_for(self, state: LoopState, group: ModelGroup, k: int) -> list[Step]:
+    def steps_for(self, state: StateView, group: ModelGroup, k: int) -> list[Step]:
         """The step each member of ``group`` asks at query ``k``: the first due one that
         applies to it."""
         chosen: list[Step | None] = [None] * len(group.members)
