@@ -8,8 +8,8 @@ import torch
 from botorch_pref.likelihoods import ObservationKind, PairwiseProbit, Ranking
 from botorch_pref.loop import Answer, LoopConfig
 from botorch_pref.loop.config import DEFAULT_KERNEL
-from botorch_pref.loop.policy import configure
 from botorch_pref.loop.history import AnswerRecord
+from botorch_pref.loop.policy import configure
 
 DT = torch.float64
 BOUNDS = torch.tensor([[0.0, 10.0], [2.0, 20.0]], dtype=DT)
