@@ -46,16 +46,16 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 bench-model: $(STAMP)
-	$(BIN)/python benchmarks/model.py
+	$(BIN)/python -m benchmarks.model
 
 bench-pbo: $(STAMP)
-	$(BIN)/python benchmarks/pbo.py
+	$(BIN)/python -m benchmarks.pbo
 
 bench-lfpl: $(STAMP)
-	$(BIN)/python benchmarks/lfpl.py
+	$(BIN)/python -m benchmarks.lfpl
 
 bench-acqf: $(STAMP)
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python benchmarks/acquisition.py
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m benchmarks.acquisition
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache docs/_build docs/_generated

@@ -24,7 +24,7 @@ and BoTorch's on our model (they should agree to rounding).
 
 Example::
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/acquisition.py
+    OMP_WAIT_POLICY=PASSIVE python -m benchmarks.acquisition
 """
 
 from __future__ import annotations

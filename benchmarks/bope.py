@@ -21,8 +21,8 @@ recommends at the end). A run that exceeds ``--timeout`` seconds is stopped and 
 
 Run::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/bope.py
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/bope.py --seeds 0 1 2 3 4 --pe 5
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.bope
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.bope --seeds 0 1 2 3 4 --pe 5
 """
 
 from __future__ import annotations

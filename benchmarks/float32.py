@@ -16,8 +16,8 @@ counts the Newton searches, their iterations and the convergence warnings.
 
 Run::
 
-    .venv/bin/python benchmarks/float32.py
-    .venv/bin/python benchmarks/float32.py --loop --replications 8 --queries 30
+    .venv/bin/python -m benchmarks.float32
+    .venv/bin/python -m benchmarks.float32 --loop --replications 8 --queries 30
 """
 
 from __future__ import annotations

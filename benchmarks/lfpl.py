@@ -3,11 +3,11 @@ settings, synthetic recovery, and data-parallel scaling on power-law synthetic i
 
 Not run by CI. Parts (``--part``, default ``movielens``)::
 
-    .venv/bin/python benchmarks/lfpl.py --part movielens   # levers x split seeds, next to BPR
-    .venv/bin/python benchmarks/lfpl.py --part threads     # the CLI's thread default, timed
-    .venv/bin/python benchmarks/lfpl.py --part step        # the default step, op by op
-    .venv/bin/python benchmarks/lfpl.py --part synthetic   # recovery on rankings of a known LFPL
-    .venv/bin/python benchmarks/lfpl.py --part scale       # s per epoch vs interactions, processes
+    .venv/bin/python -m benchmarks.lfpl --part movielens   # levers x split seeds, next to BPR
+    .venv/bin/python -m benchmarks.lfpl --part threads     # the CLI's thread default, timed
+    .venv/bin/python -m benchmarks.lfpl --part step        # the default step, op by op
+    .venv/bin/python -m benchmarks.lfpl --part synthetic   # recovery on rankings of a known LFPL
+    .venv/bin/python -m benchmarks.lfpl --part scale       # s per epoch vs interactions, processes
 
 * MovieLens-100K (the copy shipped in the ``recbole==1.2.1`` wheel: install it with
   ``pip install recbole==1.2.1 --no-deps``; the data are never copied into this repository):

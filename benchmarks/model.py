@@ -49,11 +49,11 @@ Failures of either model (an exception in any stage) are caught and shown in the
 
 Run (``OMP_WAIT_POLICY=PASSIVE`` avoids OpenMP busy-waiting on a shared machine)::
 
-    .venv/bin/python benchmarks/model.py                    # or: make bench-model
-    .venv/bin/python benchmarks/model.py --sizes 50,100 200,600 --repeats 3
-    .venv/bin/python benchmarks/model.py --problems branin --skip-anchor-above 500
-    .venv/bin/python benchmarks/model.py --dtype float32 --device cuda --json results.json
-    .venv/bin/python benchmarks/model.py --priors
+    .venv/bin/python -m benchmarks.model                    # or: make bench-model
+    .venv/bin/python -m benchmarks.model --sizes 50,100 200,600 --repeats 3
+    .venv/bin/python -m benchmarks.model --problems branin --skip-anchor-above 500
+    .venv/bin/python -m benchmarks.model --dtype float32 --device cuda --json results.json
+    .venv/bin/python -m benchmarks.model --priors
 
 Leave torch's thread count at its default: on some CPU builds ``torch.set_num_threads`` makes
 ``PairwiseGP``'s batched posteriors fail with an LU error.
@@ -73,7 +73,9 @@ from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import PairwiseGP
 from botorch.models.pairwise_gp import PairwiseLaplaceMarginalLogLikelihood
-from model_report import (
+from scipy.stats import kendalltau
+
+from benchmarks.model_report import (
     cell,
     clock,
     environment_lines,
@@ -84,8 +86,6 @@ from model_report import (
     time_cell,
     timed_warm,
 )
-from scipy.stats import kendalltau
-
 from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP
 from botorch_pref.models.pairwise import make_covar_module
 from botorch_pref.test_functions import get_utility, utility_name

@@ -27,10 +27,10 @@ regret curves is written at the end.
 
 Examples::
 
-    python benchmarks/pbo.py                               # everything: several hours
-    python benchmarks/pbo.py --problems branin --strategies eubo random \
+    python -m benchmarks.pbo                               # everything: several hours
+    python -m benchmarks.pbo --problems branin --strategies eubo random \
         --models laplace --replications 1 --queries 5      # a smoke test, under a minute
-    python benchmarks/pbo.py --problems hartmann6 --runs laplace:eubo laplace:random \
+    python -m benchmarks.pbo --problems hartmann6 --runs laplace:eubo laplace:random \
         laplace:champion-challenger pairwisegp:eubo --replications 5
 
 ``--merge a.json b.json --out c`` summarises runs made in several invocations (for instance
@@ -51,7 +51,6 @@ on a shared machine.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import statistics
@@ -63,12 +62,13 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import pbo_batched  # the --batched and --choice-study modes
-import suite  # the --suite mode
-from suite_stats import fmt_mean_se
-
-from botorch_pref.loop import MODEL_FACTORIES, STRATEGIES, LoopConfig, PreferenceOptimizer
+from benchmarks import (
+    pbo_batched,  # the --batched and --choice-study modes
+    suite,  # the --suite mode
+)
+from benchmarks.suite_stats import fmt_mean_se
+from botorch_pref.loop import MODEL_FACTORIES, STRATEGIES, PreferenceOptimizer
+from botorch_pref.loop.policy import SETTINGS
 from botorch_pref.loop.replications import log10_regret
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
@@ -387,13 +387,13 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace, suite: boo
             get_utility(problem)
         except ValueError as err:
             parser.error(str(err))
-    fields = {f.name for f in dataclasses.fields(LoopConfig)} - {"dim", "strategy", "q", "seed"}
+    fields = set(SETTINGS) - {"seed"}
     names = [setting.partition("=")[0] for setting in args.set or []]
     for setting, name in zip(args.set or [], names, strict=True):
         if "=" not in setting:
             parser.error(f"--set {setting}: expected NAME=VALUE.")
         if name not in fields:
-            parser.error(f"--set {name}: not a LoopConfig setting ({', '.join(sorted(fields))}).")
+            parser.error(f"--set {name}: not a loop setting ({', '.join(sorted(fields))}).")
         if names.count(name) > 1:
             parser.error(f"--set {name}: given more than once.")
     _check_tie_band(parser, args)

@@ -24,10 +24,10 @@ seeds and users).
 
 Examples::
 
-    python benchmarks/pbo.py --choice-study --problems hartmann6 --replications 8
-    python benchmarks/pbo.py --batched --problems hartmann6 --strategies eubo \
+    python -m benchmarks.pbo --choice-study --problems hartmann6 --replications 8
+    python -m benchmarks.pbo --batched --problems hartmann6 --strategies eubo \
         --replications 32 --queries 50
-    python benchmarks/pbo.py --batched --problems hartmann6 --strategies eubo \
+    python -m benchmarks.pbo --batched --problems hartmann6 --strategies eubo \
         --replications 256 --sequential-replications 8 --device cuda --dtype float32
 """
 
@@ -42,14 +42,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from botorch_pref.experiments import run_replications
+from benchmarks.suite_stats import fmt_mean_se
+from botorch_pref.loop import run_replications
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import calibrate_noise
-
-try:
-    from suite_stats import fmt_mean_se
-except ImportError:  # imported as benchmarks.pbo_batched
-    from benchmarks.suite_stats import fmt_mean_se
 
 
 def _curves_agree(batched: Tensor, sequential: Tensor) -> str:

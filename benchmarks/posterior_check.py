@@ -21,7 +21,7 @@ the log-likelihood. It prints per answer count, averaged over the runs:
 * exact minus Laplace log10 regret of that recommendation, paired by run, with its standard
   error.
 
-``python benchmarks/posterior_check.py --problem hartmann6 --seed 16 --answers 34 54 74``
+``python -m benchmarks.posterior_check --problem hartmann6 --seed 16 --answers 34 54 74``
 """
 
 from __future__ import annotations

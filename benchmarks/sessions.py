@@ -18,9 +18,9 @@ Two figures, each printed as a table:
 
 Run it against any checkout with that checkout first on ``PYTHONPATH``::
 
-    PYTHONPATH=. python benchmarks/sessions.py resume --answers 300
-    PYTHONPATH=/tmp/base python benchmarks/sessions.py resume --answers 300
-    PYTHONPATH=. python benchmarks/sessions.py wait --seconds 60
+    PYTHONPATH=. python -m benchmarks.sessions resume --answers 300
+    PYTHONPATH=/tmp/base python -m benchmarks.sessions resume --answers 300
+    PYTHONPATH=. python -m benchmarks.sessions wait --seconds 60
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the compared design with the highest posterior mean, scored by :math:`\log_{10}`
 
 Ours: every strategy's ``R`` replications run in lockstep through the product's own loop,
 :func:`botorch_pref.loop.run_replications` with ``backend="batched"`` and the settings of
-:class:`~botorch_pref.loop.LoopConfig` (its defaults, or ``--set NAME=VALUE`` for a lever).
+:data:`~botorch_pref.loop.policy.SETTINGS` (their defaults, or ``--set NAME=VALUE`` for a lever).
 The anchor: BoTorch's pipeline in BoTorch's own classes (``benchmarks/suite_anchor.py``, cached
 in ``benchmarks/out/anchor/``) on the same seeds, with the same initial queries and user noise.
 
@@ -38,19 +38,13 @@ from pathlib import Path
 
 import torch
 
+from benchmarks import suite_anchor
+from benchmarks.suite_questions import log_regret_asked, questions
+from benchmarks.suite_stats import fmt_mean_se
 from botorch_pref.loop import run_replications
 from botorch_pref.loop.replications import log10_regret
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import calibrate_noise
-
-try:
-    import suite_anchor
-    from suite_questions import log_regret_asked, questions
-    from suite_stats import fmt_mean_se
-except ImportError:  # imported as benchmarks.suite
-    from benchmarks import suite_anchor
-    from benchmarks.suite_questions import log_regret_asked, questions
-    from benchmarks.suite_stats import fmt_mean_se
 
 
 def expand_problems(names: list[str] | None) -> list[str]:
@@ -446,7 +440,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         action="extend",
         metavar="NAME=VALUE",
-        help="LoopConfig settings of our runs (repeatable: every --set adds its settings)",
+        help="loop settings of our runs (repeatable: every --set adds its settings)",
     )
     parser.add_argument(
         "--tie-band",

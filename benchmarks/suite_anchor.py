@@ -25,7 +25,7 @@ global generator), so a run replays exactly.
 
 Each run is cached as JSON under ``benchmarks/out/anchor/`` (git-ignored), keyed by problem,
 strategy, ``q``, seed, number of queries and the user's scale, so a rerun of the suite is free.
-``python benchmarks/suite_anchor.py PROBLEM STRATEGY SEED...`` fills the cache.
+``python -m benchmarks.suite_anchor PROBLEM STRATEGY SEED...`` fills the cache.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def run_anchor(problem: str, strategy: str, seed: int, queries: int = 50, q: int
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line: ``PROBLEM STRATEGY SEED...``, each checked before any run starts."""
     parser = argparse.ArgumentParser(
-        prog="python benchmarks/suite_anchor.py",
+        prog="python -m benchmarks.suite_anchor",
         description="Runs BoTorch's PBO pipeline on the suite's protocol and caches each run "
         f"under {CACHE}.",
     )

@@ -15,13 +15,9 @@ import statistics
 
 import torch
 
+from benchmarks.suite_stats import fmt_mean_se
 from botorch_pref.loop.replications import log10_regret
 from botorch_pref.test_functions import get_utility
-
-try:
-    from suite_stats import fmt_mean_se
-except ImportError:  # imported as benchmarks.suite_questions
-    from benchmarks.suite_stats import fmt_mean_se
 
 
 def log_regret_asked(problem: str, designs: torch.Tensor) -> torch.Tensor:

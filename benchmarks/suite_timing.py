@@ -2,9 +2,9 @@
 
 Both run the qEUBO protocol's first 6 acquisition queries (EUBO, d q restarts, 30 d q raw
 samples) on the same seeds in one process, one after the other, so that the machine's load
-affects both alike: ``python benchmarks/suite_timing.py``. ``--queries N`` runs ``N``
+affects both alike: ``python -m benchmarks.suite_timing``. ``--queries N`` runs ``N``
 acquisition queries instead (the median then covers the later queries too, whose models hold
-more answers): ``python benchmarks/suite_timing.py --queries 50``.
+more answers): ``python -m benchmarks.suite_timing --queries 50``.
 """
 
 from __future__ import annotations
@@ -18,13 +18,11 @@ from pathlib import Path
 
 import torch
 
+from benchmarks import suite_anchor
 from botorch_pref import PreferenceOptimizer
 from botorch_pref.runtime import positive_int
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import suite_anchor
 
 QUERIES = 6
 

@@ -9,7 +9,7 @@ from botorch_pref.likelihoods import (
     Ranking,
 )
 from botorch_pref.loop import PreferenceOptimizer, QueryRecord, Recommendation
-from botorch_pref.mlls import LaplaceEvidence
+from botorch_pref.models.evidence import LaplaceEvidence
 from botorch_pref.models.pairwise import PairwiseLaplaceGP, PreferenceDataError
 
 __version__ = "0.1.0.dev0"

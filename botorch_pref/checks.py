@@ -3,17 +3,54 @@
 A count (``n_candidates``, ``chunk_size``, ``max_iter``, a dimension, an offset) is a whole
 number: a Python or NumPy integer, or a float without a fractional part (``4.0``, as a
 computation may produce one). A bool is not a count, nor is a string, and a fraction is never
-truncated. The loop's settings and answers are stricter (floats are refused there, see
-:func:`botorch_pref.loop.answers.as_index`): they are read from people and from stored
+truncated (:func:`whole_number`). The loop's settings and answers are stricter
+(:func:`strict_int`: floats are refused there): they are read from people and from stored
 sessions, where ``2.0`` hints at a mistake.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
-__all__ = ["is_bool", "nonnegative_real", "whole_number"]
+import torch
+
+__all__ = ["is_bool", "nonnegative_real", "strict_int", "whole_number"]
+
+_KINDS = {0: "a non-negative integer", 1: "a positive integer"}
+
+
+def strict_int(value: Any, name: str, minimum: int | None = None) -> int:
+    """``value`` as an int, if it is an integer of at least ``minimum``: a Python or NumPy
+    integer, or a one-element integer tensor; not a bool, not a float (not even ``2.0``).
+
+    Args:
+        value: The value.
+        name: The argument's name, for the message.
+        minimum: The least value allowed; ``None`` for none.
+
+    Returns:
+        ``int(value)``.
+
+    Raises:
+        ValueError: Naming ``name``, for anything else.
+    """
+    if is_bool(value):
+        raise ValueError(f"{name} must be an integer, got {value!r}.")
+    try:
+        if torch.is_tensor(value):
+            if value.numel() != 1 or value.is_floating_point() or value.is_complex():
+                raise TypeError
+            number = int(value.item())
+        else:
+            number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}.") from None
+    if minimum is not None and number < minimum:
+        kind = _KINDS.get(minimum, f"an integer >= {minimum}")
+        raise ValueError(f"{name} must be {kind}, got {number}.")
+    return number
 
 
 def whole_number(value: Any, name: str, minimum: int | None = None) -> int:
@@ -39,8 +76,7 @@ def whole_number(value: Any, name: str, minimum: int | None = None) -> int:
         ok = False
     if ok and (minimum is None or int(value) >= minimum):
         return int(value)
-    kinds = {0: "a non-negative integer", 1: "a positive integer"}
-    kind = "an integer" if minimum is None else kinds.get(minimum, f"an integer >= {minimum}")
+    kind = "an integer" if minimum is None else _KINDS.get(minimum, f"an integer >= {minimum}")
     raise ValueError(f"{name} must be {kind}, got {value!r}.")
 
 

@@ -148,11 +148,11 @@ def run_demo(
         device=dev,
         seed=seed,
     )
-    total = opt.n_initial + int(queries)
-    result = DemoResult(utility.name, strategy, scale, opt.n_initial, optimizer=opt)
+    total = opt.policy.n_initial + int(queries)
+    result = DemoResult(utility.name, strategy, scale, opt.policy.n_initial, optimizer=opt)
     print(
         f"{utility.name} (d={utility.dim}), {strategy}, {noise} user at {error_rate:.0%} error "
-        f"(scale {scale:.4g}), {opt.n_initial} random + {queries} queries, seed {seed}",
+        f"(scale {scale:.4g}), {opt.policy.n_initial} random + {queries} queries, seed {seed}",
         file=stream,
     )
     print(f"{'query':>5}  {'regret':>10}  {'log10':>7}  {'seconds':>7}", file=stream)
@@ -227,7 +227,7 @@ def _ask_and_answer(
             result.regrets.append(regret)
             result.seconds.append(seconds)
             line = f"{k:>5}  {regret:>10.4g}  {_log10(regret):>7.3f}  {seconds:>7.2f}"
-            if k == opt.n_initial:
+            if k == opt.policy.n_initial:
                 line += "  (end of random queries)"
             if progress:
                 bar.write(line, file=stream)

@@ -131,18 +131,24 @@ def minimize_batched(
             factr=factr,
             pass_batch_indices=True,
         )
-    x = torch.from_numpy(xs).to(x0)
-    broken = ~torch.isfinite(x).all(-1)
-    if bool(broken.any()):
-        warnings.warn(
-            f"L-BFGS-B broke down into non-finite variables for problem(s) "
-            f"{broken.nonzero().flatten().tolist()}: returning the best point each evaluated.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        x = torch.where(broken.unsqueeze(-1), best_x, x)
+    x = _finite_or_best(torch.from_numpy(xs).to(x0), best_x)
     values = objective(x.clone().requires_grad_(True)).detach()
     return x, values
+
+
+def _finite_or_best(x: Tensor, best_x: Tensor) -> Tensor:
+    """``x`` with each problem whose variables are not all finite at ``best_x`` (the point of
+    lowest finite value it evaluated), with a ``RuntimeWarning`` naming them."""
+    broken = ~torch.isfinite(x).all(-1)
+    if not bool(broken.any()):
+        return x
+    warnings.warn(
+        f"L-BFGS-B broke down into non-finite variables for problem(s) "
+        f"{broken.nonzero().flatten().tolist()}: returning the best point each evaluated.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return torch.where(broken.unsqueeze(-1), best_x, x)
 
 
 def isolating(

@@ -23,7 +23,6 @@ API_MODULES = [
     "botorch_pref.inference",
     "botorch_pref.acquisition",
     "botorch_pref.loop",
-    "botorch_pref.experiments",
     "botorch_pref.optim",
     "botorch_pref.users",
     "botorch_pref.test_functions",

@@ -13,9 +13,9 @@ from botorch_pref import PairwiseLaplaceGP
 from botorch_pref.acquisition import LookaheadBestCompared, answer_update, probit_scale
 from botorch_pref.acquisition.local import LocalBox, near_boundary
 from botorch_pref.likelihoods import PairwiseLogit
-from botorch_pref.loop import LoopConfig, LoopState, PreferenceOptimizer
+from botorch_pref.loop import Local, Lookahead, LoopState, PreferenceOptimizer
 from botorch_pref.loop.answers import Answer
-from botorch_pref.loop.config import DEFAULT_LOOKAHEAD_EVERY
+from botorch_pref.loop.policy import DEFAULT_LOOKAHEAD_EVERY, configure
 from botorch_pref.models.factories import laplace_model
 from botorch_pref.models.pairwise import make_covar_module
 
@@ -153,15 +153,20 @@ def test_bad_arguments_raise():
 )
 def test_bad_lookahead_settings_raise(kwargs):
     with pytest.raises(ValueError, match="lookahead_every"):
-        LoopConfig(2, **kwargs)
+        _policy(**kwargs)
+
+
+def _policy(strategy: str | None = None, q: int = 2, **settings):
+    return configure(2, strategy, q, None, settings)[1]
+
+
+def _due(policy, kind, n: int) -> list[int]:
+    return [k for k in range(n) if any(isinstance(s, kind) for s in policy.due(k))]
 
 
 def test_the_lookahead_schedule_counts_acquisition_queries():
-    cfg = LoopConfig(2, n_initial=4, lookahead_every=3)
-    assert [k for k in range(14) if cfg.lookahead_due(k)] == [6, 9, 12]
-    assert not any(
-        LoopConfig(2, n_initial=4, lookahead_every=0).lookahead_due(k) for k in range(14)
-    )
+    assert _due(_policy(n_initial=4, lookahead_every=3), Lookahead, 14) == [6, 9, 12]
+    assert _due(_policy(n_initial=4, lookahead_every=0), Lookahead, 14) == []
 
 
 @pytest.mark.parametrize(
@@ -181,7 +186,7 @@ def test_the_lookahead_schedule_counts_acquisition_queries():
 def test_the_default_lookahead_schedule(kwargs, every):
     """EUBO and qEUBO pairs of built-in models ask lookahead queries by default; strategies and
     answers that cannot (or need not) ask them resolve to 0 instead of raising."""
-    assert LoopConfig(2, **kwargs).lookahead_every == every
+    assert _policy(**kwargs).settings["lookahead_every"] == every
 
 
 def test_the_default_optimiser_asks_every_third_query_by_lookahead():
@@ -219,7 +224,8 @@ def test_a_due_lookahead_query_maximises_the_lookahead_unless_a_local_one_is_due
         if k >= 4:
             acqf = opt.acquisition_function()[0]
             champion = opt.to_unit(opt.best().x).unsqueeze(0)
-            local = opt.config.local_due(k) and bool(near_boundary(champion, 0.05))
+            due = _due(opt.policy, Local, k + 1)[-1:] == [k]
+            local = due and bool(near_boundary(champion, 0.05))
             assert isinstance(acqf, LookaheadBestCompared) == (k % 2 == 1 and not local)
             assert isinstance(acqf, LocalBox) == local
             kinds.append("local" if local else "lookahead" if k % 2 else "global")
@@ -233,8 +239,16 @@ def test_a_due_lookahead_query_maximises_the_lookahead_unless_a_local_one_is_due
 
 
 def test_batched_members_each_maximise_their_own_lookahead():
-    config = LoopConfig(2, "eubo", n_initial=3, lookahead_every=1, local_every=0, seed=0)
-    state = LoopState(config, BRANIN_BOX, seeds=[0, 1, 2], backend="batched")
+    state = LoopState.build(
+        BRANIN_BOX,
+        "eubo",
+        n_initial=3,
+        lookahead_every=1,
+        local_every=0,
+        seed=0,
+        seeds=[0, 1, 2],
+        backend="batched",
+    )
     peaks = torch.tensor([[2.0, 12.0], [2.5, 7.5], [-3.0, 3.0]], dtype=DT)
     for k in range(7):
         if k >= 3:
@@ -298,10 +312,16 @@ def test_a_lookahead_query_is_at_least_as_good_as_every_pair_of_compared_designs
     # optimiser starts from those pairs too, so the asked pair is at least as good as the best.
     d = 6
     box = torch.stack([torch.zeros(d, dtype=DT), torch.ones(d, dtype=DT)])
-    config = LoopConfig(
-        d, n_initial=12, lookahead_every=1, local_every=0, num_restarts=2, raw_samples=16
+    state = LoopState.build(
+        box,
+        n_initial=12,
+        lookahead_every=1,
+        local_every=0,
+        num_restarts=2,
+        raw_samples=16,
+        seeds=seeds,
+        backend=backend,
     )
-    state = LoopState(config, box, seeds=seeds, backend=backend)
     for k in range(18):
         if k >= 12:
             acqf = state.acquisition(state.groups[0], k)[0]

@@ -12,7 +12,7 @@ from botorch.optim import optimize_acqf
 
 from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP
 from botorch_pref.acquisition import make_eubo
-from botorch_pref.experiments import run_replications
+from botorch_pref.loop import run_replications
 from botorch_pref.models.pairwise import make_covar_module
 from botorch_pref.optim import fit_evidence_batched, minimize_batched, optimize_acqf_batched
 from botorch_pref.test_functions import get_utility

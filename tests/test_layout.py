@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "botorch_pref"
-MAX_MODULE_LINES = 520
+MAX_MODULE_LINES = 650
 MAX_FUNCTION_LINES = 90
 
 # Still over the limits, to be split; remove an entry once it is split (a stale entry fails).
@@ -34,9 +34,7 @@ LAYERS = {
     "optim": 4,
     "diagnostics": 4,
     "integrations": 4,
-    "mlls": 4,  # re-export of models.evidence
     "loop": 5,
-    "experiments": 6,  # re-export of loop.replications
     "demo": 6,
     "__init__": 6,
     "sessions": 7,

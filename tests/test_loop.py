@@ -74,7 +74,7 @@ def _assert_same_state(a: dict, b: dict) -> None:
 
 def test_ask_tell_in_user_units():
     opt = PreferenceOptimizer(BOUNDS, strategy="eubo", n_initial=2, seed=0)
-    assert opt.n_initial == 2 and opt.dim == 3
+    assert opt.policy.n_initial == 2 and opt.config.dim == 3
     for k in range(5):
         X = opt.ask()
         assert X.shape == (2, 3) and X.dtype == DT
@@ -147,7 +147,7 @@ def test_qeubo_with_q3_asks_distinct_points():
 
 def test_q3_answers_are_choices_and_rankings_by_default():
     opt = PreferenceOptimizer(BOUNDS, strategy="random", q=3, seed=3)
-    assert opt.answers == "choice"
+    assert opt.config.answers == "choice"
     X = opt.ask()
     opt.tell(X, winner=1)
     X = opt.ask()
@@ -513,9 +513,14 @@ def test_a_failed_refit_keeps_the_hyperparameters_and_records_the_answer(monkeyp
     assert all(torch.equal(before[k], after[k]) for k in before)
     # The posterior is the one at the kept hyperparameters on all four answers: a model built
     # from scratch with them agrees.
-    kernel = make_covar_module(opt.dim, base_kernel=opt.kernel)  # the loop's default kernel
+    kernel = make_covar_module(
+        opt.config.dim, base_kernel=opt.config.kernel
+    )  # the loop's default kernel
     ref = PairwiseLaplaceGP(
-        opt.model.datapoints, opt.comparisons.clone(), covar_module=kernel, inference=opt.inference
+        opt.model.datapoints,
+        opt.comparisons.clone(),
+        covar_module=kernel,
+        inference=opt.config.inference,
     )
     ref.covar_module.load_state_dict(before)
     Xt = opt.model.datapoints

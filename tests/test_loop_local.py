@@ -10,10 +10,16 @@ from botorch.acquisition import PosteriorMean
 
 from botorch_pref import PairwiseLaplaceGP
 from botorch_pref.acquisition import LocalBox, local_box, near_boundary
-from botorch_pref.loop import LoopConfig, LoopState, PreferenceOptimizer
+from botorch_pref.loop import Local, LoopState, PreferenceOptimizer, QueryPolicy
 from botorch_pref.loop.answers import Answer
+from botorch_pref.loop.policy import configure
 
 DT = torch.float64
+
+
+def _policy(dim: int = 2, strategy: str | None = None, q: int = 2, **settings) -> QueryPolicy:
+    """The policy ``strategy=`` and ``settings`` build (raising as the optimiser raises)."""
+    return configure(dim, strategy, q, None, settings)[1]
 
 
 def _model() -> PairwiseLaplaceGP:
@@ -89,23 +95,29 @@ def test_local_box_rejects_bad_bounds(lower, upper, message):
 )
 def test_bad_local_settings_raise(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        LoopConfig(2, **kwargs)
+        _policy(**kwargs)
+
+
+def _local_queries(policy: QueryPolicy, n: int) -> list[int]:
+    return [k for k in range(n) if any(isinstance(s, Local) for s in policy.due(k))]
 
 
 def test_the_schedule_counts_acquisition_queries():
-    cfg = LoopConfig(2, n_initial=4, local_every=3)
-    assert [k for k in range(12) if cfg.local_due(k)] == [6, 9]
-    assert not any(LoopConfig(2, n_initial=4, local_every=0).local_due(k) for k in range(12))
+    assert _local_queries(_policy(n_initial=4, local_every=3), 12) == [6, 9]
+    assert _local_queries(_policy(n_initial=4, local_every=0), 12) == []
 
 
 def test_local_queries_by_default_for_pairs_only():
-    from botorch_pref.loop.config import DEFAULT_LOCAL_EVERY
+    from botorch_pref.loop.policy import DEFAULT_LOCAL_EVERY
 
-    assert LoopConfig(2).local_every == DEFAULT_LOCAL_EVERY
-    assert LoopConfig(2, strategy="champion-challenger").local_every == DEFAULT_LOCAL_EVERY
-    assert LoopConfig(2, strategy="qeubo", q=2).local_every == DEFAULT_LOCAL_EVERY
-    assert LoopConfig(2, strategy="qeubo", q=3).local_every == 0
-    assert LoopConfig(2, strategy="random").local_every == 0
+    def every(**kwargs):
+        return _policy(**kwargs).settings["local_every"]
+
+    assert every() == DEFAULT_LOCAL_EVERY
+    assert every(strategy="champion-challenger") == DEFAULT_LOCAL_EVERY
+    assert every(strategy="qeubo", q=2) == DEFAULT_LOCAL_EVERY
+    assert every(strategy="qeubo", q=3) == 0
+    assert every(strategy="random") == 0
 
 
 @pytest.mark.parametrize("strategy", ["eubo", "champion-challenger"])
@@ -150,8 +162,15 @@ def test_a_due_local_query_is_asked_only_around_a_champion_near_the_edge(peak):
 
 
 def test_members_of_a_batched_group_each_get_their_own_kind_of_query():
-    config = LoopConfig(2, "eubo", n_initial=3, local_every=1, seed=0)
-    state = LoopState(config, BRANIN_BOX, seeds=[0, 1, 2, 3], backend="batched")
+    state = LoopState.build(
+        BRANIN_BOX,
+        "eubo",
+        n_initial=3,
+        local_every=1,
+        seed=0,
+        seeds=[0, 1, 2, 3],
+        backend="batched",
+    )
     peaks = torch.tensor([[10.0, 2.5], [2.5, 7.5], [-5.0, 15.0], [4.0, 5.0]], dtype=DT)
     mixed = 0
     for k in range(10):

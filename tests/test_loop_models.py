@@ -95,7 +95,7 @@ def test_box_kernel_outputscale_prior_is_flat_where_the_default_pulls_down():
 def test_box_model_fits_a_larger_outputscale_to_consistent_answers():
     from botorch.fit import fit_gpytorch_mll
 
-    from botorch_pref.mlls import LaplaceEvidence
+    from botorch_pref import LaplaceEvidence
 
     g = torch.Generator().manual_seed(3)
     X = torch.rand(60, 2, dtype=DT, generator=g)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from botorch_pref import PreferenceOptimizer
-from botorch_pref.loop import LoopConfig, LoopState
+from botorch_pref.loop import LoopState
 from botorch_pref.loop.answers import Answer
 
 DT = torch.float64
@@ -53,8 +53,9 @@ def test_best_anywhere_climbs_from_the_best_compared_designs(backend, seeds):
     # from the best compared designs, so it ends above all of them, at a stationary point.
     d = 6
     box = torch.stack([torch.zeros(d, dtype=DT), torch.ones(d, dtype=DT)])
-    config = LoopConfig(d, "random", n_initial=30, num_restarts=1, raw_samples=1)
-    state = LoopState(config, box, seeds=seeds, backend=backend)
+    state = LoopState.build(
+        box, "random", n_initial=30, num_restarts=1, raw_samples=1, seeds=seeds, backend=backend
+    )
     for _ in range(30):
         X = state.propose()
         winners = [int(torch.cos(9 * x).sum(-1).argmax()) for x in X]

@@ -8,7 +8,8 @@ import torch
 from botorch_pref.likelihoods import ObservationKind, PairwiseProbit, Ranking
 from botorch_pref.loop import Answer, LoopConfig
 from botorch_pref.loop.config import DEFAULT_KERNEL
-from botorch_pref.loop.records import AnswerRecord
+from botorch_pref.loop.history import AnswerRecord
+from botorch_pref.loop.policy import configure
 
 DT = torch.float64
 BOUNDS = torch.tensor([[0.0, 10.0], [2.0, 20.0]], dtype=DT)
@@ -50,29 +51,27 @@ def test_members_with_different_answers_are_padded_with_empty_rows():
 
 
 def test_config_resolves_every_default_once():
-    c = LoopConfig(6, "qeubo", 3, seed=1)
-    assert (c.n_initial, c.answers, c.mc_samples, c.q_opt) == (20, "choice", 128, 3)
-    assert (c.num_restarts, c.raw_samples) == (10, 512)
+    c, policy = configure(6, "qeubo", 3, None, {"seed": 1})
+    assert (policy.n_initial, c.answers, policy.steps[-1].mc_samples) == (20, "choice", 128)
+    assert (c.num_restarts, c.raw_samples) == (None, None)  # resolved for the policy's strategy
+    assert c.with_effort(3).num_restarts == 10 and c.with_effort(3).raw_samples == 512
     assert isinstance(c.likelihood(), Ranking)
-    assert LoopConfig(2, seed=1).n_initial == 8
-    pairs = LoopConfig(2, "champion-challenger", ties=True, seed=1)
-    assert pairs.q_opt == 1 and isinstance(pairs.likelihood(), PairwiseProbit)
+    assert configure(2, None, 2, None, {"seed": 1})[1].n_initial == 8
+    pairs, policy = configure(2, "champion-challenger", 2, None, {"ties": True, "seed": 1})
+    assert policy.steps[-1].q_opt == 1 and isinstance(pairs.likelihood(), PairwiseProbit)
     assert [k for k in range(1, 41) if c.refit_due(k)] == [*range(1, 31), 35, 40]
     assert LoopConfig(2).seed >= 0  # drawn when not given
 
 
-def test_config_hands_the_factory_its_kernel_prior_and_link():
-    from botorch_pref.likelihoods import PairwiseLogit
-
-    c = LoopConfig(2, kernel="rbf", lengthscale_prior="dim_scaled", link="logit", seed=1)
-    kwargs = c.model_kwargs()
-    assert isinstance(kwargs.pop("likelihood"), PairwiseLogit)
-    assert kwargs == {"lengthscale_prior": "dim_scaled"}
-    ties = LoopConfig(2, link="logit", ties=True, seed=1).likelihood()
-    assert isinstance(ties, PairwiseLogit) and ties.has_ties
+def test_config_hands_the_factory_its_kernel_and_likelihood():
+    ties = LoopConfig(2, ties=True, seed=1).likelihood()
+    assert isinstance(ties, PairwiseProbit) and ties.has_ties
     laplace = {"seed": 1, "inference": "laplace"}
-    assert LoopConfig(2, kernel="matern32", **laplace).model_kwargs() == {"base_kernel": "matern32"}
-    assert LoopConfig(2, kernel="rbf", **laplace).model_kwargs() == {}
+    matern = {"base_kernel": "matern32", "inference": "laplace"}
+    assert LoopConfig(2, kernel="matern32", **laplace).model_kwargs() == matern
+    rbf = {"base_kernel": "rbf", "inference": "laplace"}
+    assert LoopConfig(2, kernel="rbf", **laplace).model_kwargs() == rbf  # explicit, not defaults
+    assert LoopConfig(2, model="pairwisegp", seed=1).model_kwargs() == {}
     assert LoopConfig(2, model="pairwisegp", seed=1).kernel is None
     assert LoopConfig(2, seed=1).kernel == DEFAULT_KERNEL
 
@@ -81,13 +80,13 @@ def test_config_resolves_the_inference_from_the_answers():
     from botorch_pref.loop.config import DEFAULT_INFERENCE
 
     assert LoopConfig(2, seed=1).inference == DEFAULT_INFERENCE  # probit pairs
-    for other in ({"ties": True}, {"link": "logit"}, {"strategy": "qeubo", "q": 3}):
+    for other in ({"ties": True}, {"q": 3}):
         assert LoopConfig(2, seed=1, **other).inference == "laplace"  # the default for these
     assert LoopConfig(2, model="pairwisegp", seed=1).inference is None  # its own
     assert LoopConfig(2, inference="ep", seed=1).model_kwargs()["inference"] == "ep"
     ties = LoopConfig(2, inference="ep", ties=True, seed=1)  # the ordinal probit
     assert ties.model_kwargs()["inference"] == "ep" and ties.likelihood().has_ties
-    assert "inference" not in LoopConfig(2, inference="laplace", seed=1).model_kwargs()
+    assert LoopConfig(2, inference="laplace", seed=1).model_kwargs()["inference"] == "laplace"
 
 
 @pytest.mark.parametrize(
@@ -97,26 +96,58 @@ def test_config_resolves_the_inference_from_the_answers():
         ({"q": 1}, "q >= 2"),
         ({"strategy": "eubo", "q": 3}, "pairs"),
         ({"n_initial": -1}, "n_initial"),
+        ({"champion_variant": "x"}, "champion_variant"),
         ({"refit_every": 0}, "refit_every"),
         ({"answers": "votes"}, "answers"),
         ({"q": 3, "ties": True, "strategy": "qeubo"}, "ties"),
         ({"model": "pairwisegp", "ties": True}, "pairs only"),
         ({"model": "svgp"}, "model"),
-        ({"champion_variant": "x"}, "champion_variant"),
         ({"dtype": torch.int64}, "dtype"),
         ({"seed": -3}, "seed"),
         ({"kernel": "periodic"}, "kernel"),
         ({"kernel": "matern52", "model": "pairwisegp"}, "kernel"),
-        ({"lengthscale_prior": "flat"}, "lengthscale_prior"),
-        ({"lengthscale_prior": "dim_scaled", "model": "pairwisegp"}, "lengthscale_prior"),
-        ({"link": "cauchit"}, "link"),
-        ({"link": "logit", "model": "pairwisegp"}, "probit link"),
         ({"inference": "vb"}, "inference must be one of"),
         ({"inference": "ep", "model": "pairwisegp"}, "needs model='laplace'"),
-        ({"inference": "ep", "link": "logit"}, "probit pair answers"),
         ({"inference": "ep", "strategy": "qeubo", "q": 3}, "probit pair answers"),
     ],
 )
 def test_config_rejects_bad_settings(kwargs, message):
+    kwargs = dict(kwargs)
     with pytest.raises(ValueError, match=message):
-        LoopConfig(2, **kwargs)
+        configure(2, kwargs.pop("strategy", None), kwargs.pop("q", 2), None, kwargs)
+
+
+@pytest.mark.parametrize("name", ["lengthscale_prior", "link", "strategy_x"])
+def test_unknown_settings_raise_a_type_error(name):
+    with pytest.raises(TypeError, match="unknown settings"):
+        configure(2, None, 2, None, {name: 1})
+
+
+def test_an_answer_is_checked_once_and_the_history_never_again(monkeypatch):
+    """Through ``tell`` the data layer checks the new answer's rows only: joining it to the
+    history and slicing members out of it take the checked parts as they are (the model's own
+    input check, in the model, is the one pass over the history left)."""
+    import inspect
+
+    from botorch_pref.data.preferences import PreferenceData
+    from botorch_pref.loop import PreferenceOptimizer
+
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    opt = PreferenceOptimizer(bounds, "random", q=3, seed=0, n_initial=2)
+    for _ in range(6):
+        X = opt.ask()
+        opt.tell(X, ranking=[2, 0, 1])
+    checked, original = [], PreferenceData._check
+
+    def spy(self):
+        files = [f.filename for f in inspect.stack()[1:]]
+        in_model = any("/models/" in f or "/inference/" in f for f in files)
+        checked.append((self.options.shape[-2], in_model))
+        return original(self)
+
+    monkeypatch.setattr(PreferenceData, "_check", spy)
+    X = opt.ask()
+    opt.tell(X, ranking=[1, 0, 2])
+    outside = [rows for rows, in_model in checked if not in_model]
+    assert outside and max(outside) == 1  # the new answer's row (one Plackett-Luce ranking)
+    assert len(opt.preference_data) == 7

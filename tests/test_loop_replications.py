@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from botorch_pref.loop import LoopConfig, LoopState, run_replications
+from botorch_pref.loop import LoopConfig, LoopState, run_replications, strategy_policy
 from botorch_pref.loop.answers import Answer
 from botorch_pref.test_functions import get_utility
 
@@ -65,9 +65,10 @@ def test_batched_members_start_as_their_sequential_runs_with_the_same_settings(s
 
 def test_replications_use_the_optimizer_defaults():
     res = run_replications("hartmann6", "qeubo", n_replications=1, n_queries=0, q=3, scale=0.2)
-    defaults = LoopConfig(6, "qeubo", 3, seed=0)
-    assert res.config == defaults
-    assert res.n_initial == 20 and defaults.mc_samples == 128 and res.answers == "choice"
+    defaults = LoopConfig(6, 3, seed=0).with_effort(3)
+    assert res.config == defaults and res.policy == strategy_policy("qeubo", defaults)
+    assert res.n_initial == 20 and res.policy.steps[-1].mc_samples == 128
+    assert res.answers == "choice"
 
 
 def test_loop_state_rejects_a_bad_backend_or_no_member():
@@ -118,9 +119,8 @@ def test_regret_compared_is_the_best_asked_design_so_far_and_bounds_the_recommen
 
 
 def test_batched_anywhere_recommendations_beat_every_compared_design_in_posterior_mean():
-    config = LoopConfig(2, "eubo", n_initial=3, seed=0)
     bounds = torch.tensor([[-5.0, 0.0], [10.0, 15.0]], dtype=DT)
-    state = LoopState(config, bounds, seeds=[0, 1, 2], backend="batched")
+    state = LoopState.build(bounds, "eubo", n_initial=3, seed=0, seeds=[0, 1, 2], backend="batched")
     for k in range(4):
         X = state.propose()
         winners = [int(x[:, 0].argmax()) if r else k % 2 for r, x in enumerate(X)]
@@ -219,7 +219,7 @@ def test_users_with_a_tie_band_answer_no_preference_and_the_loop_models_it():
 
 
 def test_log10_regret_floors_zero_and_keeps_a_tensors_dtype():
-    from botorch_pref.experiments import REGRET_FLOOR, log10_regret
+    from botorch_pref.loop.replications import REGRET_FLOOR, log10_regret
 
     values = [-1e-16, 0.0, 1e-15, 3e-4, 1.0, 250.0]
     expected = [math.log10(max(v, REGRET_FLOOR)) for v in values]

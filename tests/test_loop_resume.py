@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from botorch_pref import PreferenceOptimizer
-from botorch_pref.loop import Hyperparameters, InvalidAnswerError, LoopConfig, LoopState
+from botorch_pref.loop import Hyperparameters, InvalidAnswerError, LoopState
 from botorch_pref.test_functions import get_utility
 from botorch_pref.users import SimulatedUser
 
@@ -74,7 +74,7 @@ def test_sync_keeps_the_pending_query_only_while_the_answers_stay_the_same():
 
 def test_the_core_replays_answers_for_one_member_only():
     run = _run(4)
-    state = LoopState(LoopConfig(2, "eubo", n_initial=3), BOUNDS, seeds=[0, 1])
+    state = LoopState.build(BOUNDS, "eubo", n_initial=3, seeds=[0, 1])
     for call in (lambda: state.sync(run.history), state.history):
         with pytest.raises(ValueError, match="one-member state, this one has 2"):
             call()

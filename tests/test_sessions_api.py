@@ -523,14 +523,14 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
     them (made before they were settings) resumes as it was created, not with today's
     defaults: the RBF kernel, no local and no lookahead queries, or local queries whenever
     due."""
-    from botorch_pref.loop import LoopConfig
-    from botorch_pref.loop.config import DEFAULT_KERNEL, DEFAULT_LOOKAHEAD_EVERY
+    from botorch_pref.loop.config import DEFAULT_KERNEL
+    from botorch_pref.loop.policy import DEFAULT_LOCAL_EVERY, DEFAULT_LOOKAHEAD_EVERY
 
     path = tmp_path / "s.db"
     eubo = {**FAST, "strategy": "eubo"}
     s = Session.create(path, "new", PARAMS, **eubo)
     assert s.settings["kernel"] == DEFAULT_KERNEL
-    assert s.settings["local_every"] == LoopConfig(len(PARAMS)).local_every > 0
+    assert s.settings["local_every"] == DEFAULT_LOCAL_EVERY > 0
     assert s.settings["local_when"] == "edge"
     assert s.settings["lookahead_every"] == DEFAULT_LOOKAHEAD_EVERY
     s.close()
@@ -554,7 +554,7 @@ def test_a_session_keeps_its_kernel_when_the_default_changes(tmp_path):
                 "UPDATE sessions SET options = ? WHERE name = ?", (json.dumps(options), name)
             )
     con.close()
-    default_every = LoopConfig(len(PARAMS)).local_every
+    default_every = DEFAULT_LOCAL_EVERY
     for name, kernel, every, when in (
         ("new", DEFAULT_KERNEL, default_every, "edge"),
         ("chosen", "rbf", 3, "edge"),

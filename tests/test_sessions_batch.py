@@ -10,7 +10,7 @@ from botorch.fit import fit_gpytorch_mll
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.likelihoods import PairwiseProbit
 from botorch_pref.loop import LoopConfig
-from botorch_pref.loop.records import stack_data
+from botorch_pref.loop.history import stack_data
 from botorch_pref.models.evidence import LaplaceEvidence
 from botorch_pref.models.factories import laplace_model
 from botorch_pref.optim import fit_evidence_batched
@@ -240,7 +240,7 @@ def test_propose_together_needs_members_in_step(tmp_path):
     for s in sessions:
         records, warm = s.replay_input(s.state())
         members.append(Member(s.seed, records, warm))
-    config = LoopConfig(3, **sessions[0].settings)
+    config = LoopConfig(3)
     with pytest.raises(ValueError, match="same number"):
         propose_together(config, sessions[0].bounds, members)
     for s in sessions:

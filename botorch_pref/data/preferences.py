@@ -173,6 +173,24 @@ class PreferenceData:
         self._options, self._kind, self._n_stages = options, kind, n_stages
         self._check()
 
+    @classmethod
+    def from_checked(cls, options: Tensor, kind: Tensor, n_stages: Tensor) -> PreferenceData:
+        """Data from parts of data that were checked already, without checking them again.
+
+        For joining and slicing :class:`PreferenceData` (:meth:`cat`, the loop's record of
+        answers): each answer is checked once, when it enters, and the history it joins never
+        again. The parts must be the tensors of valid data (or rows and columns of them, with
+        ``-1`` padding); anything else gives data the model would misread.
+
+        Args:
+            options: ``batch_shape x m x Q`` long option indices.
+            kind: ``batch_shape x m`` long kinds.
+            n_stages: ``batch_shape x m`` long stages.
+        """
+        data = cls.__new__(cls)
+        data._options, data._kind, data._n_stages = options, kind, n_stages
+        return data
+
     # ------------------------------------------------------------ validation
     def _check(self) -> None:
         options, kind, stages = self._options, self._kind, self._n_stages
@@ -378,7 +396,7 @@ class PreferenceData:
             opts.append(o)
             kinds.append(d.kind.to(o.device))
             stages.append(d.n_stages.to(o.device))
-        return cls(torch.cat(opts, -2), torch.cat(kinds, -1), torch.cat(stages, -1))
+        return cls.from_checked(torch.cat(opts, -2), torch.cat(kinds, -1), torch.cat(stages, -1))
 
     def extend(self, other: PreferenceData) -> PreferenceData:
         """Append ``other``'s observations in place; returns ``self``."""

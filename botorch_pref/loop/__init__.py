@@ -1,10 +1,12 @@
 """The preference-optimisation loop: ask a person about ``q`` designs, learn, ask again.
 
-* :mod:`~botorch_pref.loop.config`: the settings, their defaults and checks (:class:`LoopConfig`);
+* :mod:`~botorch_pref.loop.config`: the settings that are not a query step's own, their
+  defaults and checks (:class:`LoopConfig`);
+* :mod:`~botorch_pref.loop.policy`: what each query asks, an ordered list of steps
+  (:class:`QueryPolicy`: :class:`Initial`, :class:`Local`, :class:`Lookahead`, :class:`Acquire`);
 * :mod:`~botorch_pref.loop.answers`: one validator and one encoding of answers;
-* :mod:`~botorch_pref.loop.records`: the record of answers and the data derived from it;
+* :mod:`~botorch_pref.loop.history`: the record of answers and the data derived from it;
 * :mod:`~botorch_pref.loop.state`: propose / record / refit / recommend for ``R`` members;
-* :mod:`~botorch_pref.loop.recommend`: the recommendations (best compared design, or anywhere);
 * :mod:`~botorch_pref.loop.backends`: how models are held, fitted and their acquisition
   functions maximised (sequential or batched);
 * :mod:`~botorch_pref.loop.seeding`: the derived seeds;
@@ -15,11 +17,21 @@ The model factories live in :mod:`botorch_pref.models.factories` and are re-expo
 """
 
 from botorch_pref.loop.answers import Answer, InvalidAnswerError, validate_answer
-from botorch_pref.loop.config import STRATEGIES, LoopConfig, acquisition_effort
+from botorch_pref.loop.config import LoopConfig, acquisition_effort
+from botorch_pref.loop.history import QueryRecord
 from botorch_pref.loop.hyperparameters import Hyperparameters
 from botorch_pref.loop.optimizer import PreferenceOptimizer, Recommendation
-from botorch_pref.loop.recommend import Recommending
-from botorch_pref.loop.records import QueryRecord
+from botorch_pref.loop.policy import (
+    STRATEGIES,
+    Acquire,
+    Initial,
+    Local,
+    Lookahead,
+    QueryPolicy,
+    Step,
+    default_policy,
+    strategy_policy,
+)
 from botorch_pref.loop.replications import ReplicationResults, run_replications
 from botorch_pref.loop.seeding import Stream, derived_seed
 from botorch_pref.loop.state import LoopState
@@ -35,24 +47,31 @@ from botorch_pref.models.factories import (
 __all__ = [
     "MODEL_FACTORIES",
     "STRATEGIES",
+    "Acquire",
     "Answer",
     "Hyperparameters",
+    "Initial",
     "InvalidAnswerError",
+    "Local",
+    "Lookahead",
     "LoopConfig",
     "LoopState",
     "ModelFactory",
     "PreferenceOptimizer",
+    "QueryPolicy",
     "QueryRecord",
     "Recommendation",
-    "Recommending",
     "ReplicationResults",
+    "Step",
     "Stream",
     "acquisition_effort",
     "box_covar_module",
+    "default_policy",
     "derived_seed",
     "laplace_box_model",
     "laplace_model",
     "pairwisegp_model",
     "run_replications",
+    "strategy_policy",
     "validate_answer",
 ]

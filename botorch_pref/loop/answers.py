@@ -22,12 +22,12 @@ A tie is a tie of two datapoints in either mode.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import torch
 
+from botorch_pref.checks import strict_int
 from botorch_pref.data.preferences import PreferenceData
 
 __all__ = [
@@ -63,21 +63,16 @@ class Answer(NamedTuple):
 
 
 def as_index(value: Any, name: str) -> int:
-    """An integer (Python, NumPy or one-element integer tensor; not a bool, not a float).
+    """An integer (Python, NumPy or one-element integer tensor; not a bool, not a float):
+    :func:`~botorch_pref.checks.strict_int` with this module's error.
 
     Raises:
         InvalidAnswerError: For anything else.
     """
-    if isinstance(value, bool) or (torch.is_tensor(value) and value.dtype == torch.bool):
-        raise InvalidAnswerError(f"{name} must be an integer, got {value!r}.")
     try:
-        if torch.is_tensor(value):
-            if value.numel() != 1 or value.is_floating_point():
-                raise TypeError
-            return int(value.item())
-        return operator.index(value)
-    except TypeError:
-        raise InvalidAnswerError(f"{name} must be an integer, got {value!r}.") from None
+        return strict_int(value, name)
+    except ValueError as err:
+        raise InvalidAnswerError(str(err)) from None
 
 
 def as_flag(value: Any, name: str) -> bool:

@@ -15,7 +15,8 @@ who can only say which of :math:`q` designs they prefer:
 
 It is a thin facade over the loop's core, :class:`~botorch_pref.loop.state.LoopState`, with one
 member and the sequential back end (the settings and their defaults are
-:class:`~botorch_pref.loop.config.LoopConfig`'s). Conventions:
+:class:`~botorch_pref.loop.config.LoopConfig`'s, what each query asks its
+:class:`~botorch_pref.loop.policy.QueryPolicy`'s). Conventions:
 
 * Inputs are normalised to the unit cube through ``bounds``; the model, the acquisition and its
   optimisation never see user units.
@@ -42,24 +43,19 @@ from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
 from botorch_pref.data.preferences import PreferenceData
-from botorch_pref.loop.config import DEFAULT_LOCAL_RADIUS, LoopConfig
-from botorch_pref.loop.hyperparameters import Hyperparameters
-from botorch_pref.loop.records import (
+from botorch_pref.loop.config import LoopConfig
+from botorch_pref.loop.history import (
     QueryRecord,
     Recommendation,
     check_bounds,
     check_designs,
     check_query,
 )
+from botorch_pref.loop.hyperparameters import Hyperparameters
+from botorch_pref.loop.policy import CONFIG_SETTINGS, QueryPolicy, configure
 from botorch_pref.loop.state import LoopState
-from botorch_pref.models.factories import ModelFactory
 
 __all__ = ["PreferenceOptimizer", "Recommendation"]
-
-
-def _setting(name: str, doc: str) -> property:
-    """A read-only property returning the configuration's ``name``."""
-    return property(lambda self: getattr(self.config, name), doc=doc)
 
 
 class PreferenceOptimizer:
@@ -73,10 +69,12 @@ class PreferenceOptimizer:
         ...     opt.tell(X, winner=user(X))      # index of the preferred row
         >>> opt.best().x
 
-    Strategies (``strategy``):
+    What each query asks is the optimiser's :attr:`policy`
+    (:class:`~botorch_pref.loop.policy.QueryPolicy`, an ordered list of steps). ``strategy``
+    builds the default one for a strategy (:func:`~botorch_pref.loop.policy.strategy_policy`):
 
     * ``"eubo"``: analytic EUBO, :math:`E[\max(g(x_1), g(x_2))]`, maximised jointly over the
-      pair (``q = 2``).
+      pair (``q = 2``), with local and lookahead queries in between.
     * ``"qeubo"``: Monte-Carlo qEUBO, :math:`E[\max_i g(x_i)]`, for any ``q >= 2``.
     * ``"champion-challenger"``: the champion (the compared design with the highest posterior
       mean) against the challenger maximising :math:`E[(g(x) - g(c))^+]` under the joint
@@ -84,136 +82,70 @@ class PreferenceOptimizer:
       is an earlier datapoint, so each such query adds one new design.
     * ``"random"``: ``q`` uniform designs, the baseline.
 
-    The defaults, and why, are :class:`~botorch_pref.loop.config.LoopConfig`'s.
+    A policy of one's own replaces it: EUBO on every query after 8 random ones, as BoTorch's
+    PBO pipeline asks, is
+    ``PreferenceOptimizer(bounds, policy=QueryPolicy([Initial(8), Acquire("eubo")]))``.
 
     Args:
         bounds: ``2 x d`` lower and upper bounds of the designs, in the user's units.
-        strategy: One of ``"eubo"``, ``"qeubo"``, ``"champion-challenger"``, ``"random"``.
+        strategy: One of ``"eubo"`` (default), ``"qeubo"``, ``"champion-challenger"``,
+            ``"random"``; not with ``policy``.
         q: Options per query (2 for EUBO and champion-challenger).
-        n_initial: Random queries before the acquisition takes over.
-        model: ``"laplace"`` (:class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP`),
-            ``"laplace-box"`` (the same with ``PairwiseGP``'s outputscale prior,
-            :func:`~botorch_pref.models.factories.box_covar_module`), ``"pairwisegp"``
-            (BoTorch's ``PairwiseGP``) or a :data:`~botorch_pref.models.factories.ModelFactory`.
-        refit_every: After ``refit_all_until`` answers, refit hyperparameters every this many.
-        refit_all_until: Refit after every answer up to this many answers.
-        num_restarts: ``optimize_acqf`` restarts.
-        raw_samples: ``optimize_acqf`` raw samples.
-        mc_samples: qEUBO's quasi-Monte-Carlo samples.
-        answers: How an answer about ``q > 2`` options enters the model: ``"choice"`` (the
-            person picked the best of ``q``: a multinomial-logit choice, and a full ranking a
-            Plackett-Luce ranking, with the :class:`~botorch_pref.likelihoods.Ranking`
-            likelihood) or ``"pairs"`` (the winner beating each other option, a ranking its
-            consecutive pairs, with the probit pair likelihood: the rows are then treated as
-            independent although they are not). ``"auto"``: ``"choice"`` when ``q > 2``, else
-            ``"pairs"``.
-        ties: Accept "no preference" answers to pairs (``tell(query, tie=True)``): the pair
-            likelihood becomes ordinal, :class:`~botorch_pref.likelihoods.PairwiseProbit` with
-            a tie threshold fitted by the evidence. Needs ``answers="pairs"``.
-        champion_variant: ``"joint"`` or ``"marginal"`` (Brochu's EI), for champion-challenger.
-        kernel: The Laplace model's base kernel (see :class:`~botorch_pref.loop.LoopConfig`).
-        lengthscale_prior: Its lengthscale prior, ``"gamma"`` or ``"dim_scaled"``.
-        link: The pair likelihood's link, ``"probit"`` or ``"logit"``.
-        inference: Its posterior approximation, ``"laplace"`` or ``"ep"`` (see ``LoopConfig``).
-        local_every: Every this many-th acquisition query is local (``0``: never; ``None``:
-            the default): see :class:`~botorch_pref.loop.LoopConfig`.
-        local_radius: The half-width of a local query's box on the unit cube, in ``(0, 0.5]``.
-        local_when: ``"edge"`` or ``"always"``: see :class:`~botorch_pref.loop.LoopConfig`.
-        lookahead_every: Every this many-th acquisition query is a lookahead query (``0``:
-            never; ``None``: the default, 3 for EUBO and qEUBO pairs): see
-            :class:`~botorch_pref.loop.LoopConfig`.
-        device: Device of the model and of every tensor returned (default: ``bounds``'s).
-        dtype: Floating dtype of the model and of every tensor returned (default float64).
-        seed: Seed of all randomness; ``None`` draws one from torch's global generator (see
-            :attr:`seed`).
-    """
+        policy: A :class:`~botorch_pref.loop.policy.QueryPolicy` of one's own.
+        **settings: The run's settings, :class:`~botorch_pref.loop.config.LoopConfig`'s fields
+            (``model``, ``answers``, ``ties``, ``kernel``, ``inference``, ``refit_every``,
+            ``refit_all_until``, ``num_restarts``, ``raw_samples``, ``device`` (default:
+            ``bounds``'s), ``dtype``, ``seed``), and without ``policy`` the arguments of
+            :func:`~botorch_pref.loop.policy.strategy_policy` (``n_initial``, ``mc_samples``,
+            ``champion_variant``, ``local_every``, ``local_radius``, ``local_when``,
+            ``lookahead_every``). All are in :data:`~botorch_pref.loop.policy.SETTINGS`; their
+            defaults, and why, are :mod:`~botorch_pref.loop.config`'s and
+            :mod:`~botorch_pref.loop.policy`'s.
 
-    dim = _setting("dim", "The design dimension :math:`d`.")
-    strategy = _setting("strategy", "The acquisition strategy.")
-    q = _setting("q", "Options per query.")
-    n_initial = _setting("n_initial", "Random queries before the acquisition takes over.")
-    model_name = _setting("model_name", "The model's name.")
-    refit_every = _setting("refit_every", "Refit every this many answers (after the first).")
-    refit_all_until = _setting("refit_all_until", "Refit after every answer up to this many.")
-    num_restarts = _setting("num_restarts", "The acquisition optimiser's restarts.")
-    raw_samples = _setting("raw_samples", "The acquisition optimiser's raw samples.")
-    mc_samples = _setting("mc_samples", "qEUBO's quasi-Monte-Carlo samples.")
-    answers = _setting("answers", "How answers enter the model: 'choice' or 'pairs'.")
-    ties = _setting("ties", "Whether 'no preference' answers are accepted.")
-    champion_variant = _setting("champion_variant", "Champion-challenger's variant.")
-    kernel = _setting("kernel", "The Laplace model's base kernel.")
-    lengthscale_prior = _setting("lengthscale_prior", "The kernel's lengthscale prior.")
-    link = _setting("link", "The pair likelihood's link.")
-    inference = _setting("inference", "The Laplace model's posterior approximation.")
-    local_every = _setting("local_every", "Every this many-th acquisition query is local.")
-    local_radius = _setting("local_radius", "The half-width of a local query's box.")
-    local_when = _setting("local_when", "When a due local query is asked: 'edge' or 'always'.")
-    lookahead_every = _setting("lookahead_every", "Every this many-th query is a lookahead one.")
-    seed = _setting("seed", "The seed of all randomness.")
-    device = _setting("device", "Device of the model and of every tensor returned.")
-    dtype = _setting("dtype", "Dtype of the model and of every tensor returned.")
+    Attributes:
+        config: The resolved :class:`~botorch_pref.loop.config.LoopConfig`.
+        policy: The :class:`~botorch_pref.loop.policy.QueryPolicy`.
+    """
 
     def __init__(
         self,
         bounds: Tensor | Sequence[Sequence[float]],
-        strategy: str = "eubo",
+        strategy: str | None = None,
         q: int = 2,
         *,
-        n_initial: int | None = None,
-        model: str | ModelFactory = "laplace",
-        refit_every: int = 5,
-        refit_all_until: int = 30,
-        num_restarts: int | None = None,
-        raw_samples: int | None = None,
-        mc_samples: int = 128,
-        answers: str = "auto",
-        ties: bool = False,
-        champion_variant: str = "joint",
-        kernel: str | None = None,
-        lengthscale_prior: str = "gamma",
-        link: str = "probit",
-        inference: str | None = None,
-        local_every: int | None = None,
-        local_radius: float = DEFAULT_LOCAL_RADIUS,
-        local_when: str = "edge",
-        lookahead_every: int | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float64,
-        seed: int | None = None,
+        policy: QueryPolicy | None = None,
+        **settings: Any,
     ) -> None:
+        dtype = settings.get("dtype", torch.float64)
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}.")
+        device = settings.get("device")
         if device is None:
             device = bounds.device if torch.is_tensor(bounds) else torch.device("cpu")
         b = check_bounds(bounds, {"device": torch.device(device), "dtype": dtype})
-        self.config = LoopConfig(
-            b.shape[-1],
-            strategy,
-            q,
-            n_initial=n_initial,
-            model=model,
-            refit_every=refit_every,
-            refit_all_until=refit_all_until,
-            num_restarts=num_restarts,
-            raw_samples=raw_samples,
-            mc_samples=mc_samples,
-            answers=answers,
-            ties=ties,
-            champion_variant=champion_variant,
-            kernel=kernel,
-            lengthscale_prior=lengthscale_prior,
-            link=link,
-            inference=inference,
-            local_every=local_every,
-            local_radius=local_radius,
-            local_when=local_when,
-            lookahead_every=lookahead_every,
-            device=device,
-            dtype=dtype,
-            seed=seed,
-        )
-        self._state = LoopState(self.config, b)
+        settings = {**settings, "device": device}
+        config, policy = configure(b.shape[-1], strategy, q, policy, settings)
+        self._state = LoopState(config, b, policy=policy)
         self._pending: Tensor | None = None
+
+    @property
+    def config(self) -> LoopConfig:
+        """The run's settings besides its policy (resolved)."""
+        return self._state.config
+
+    @property
+    def policy(self) -> QueryPolicy:
+        """What each query asks."""
+        return self._state.policy
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments that rebuild this optimiser with ``bounds`` (``strategy``,
+        ``q``, the config's settings, and the policy's when ``strategy=`` built it)."""
+        cfg = self.config
+        values = {"strategy": self.policy.strategy, "q": cfg.q}
+        values.update({name: getattr(cfg, name) for name in CONFIG_SETTINGS})
+        return {**values, **self.policy.settings}
 
     # -------------------------------------------------------------- properties
     @property
@@ -307,7 +239,12 @@ class PreferenceOptimizer:
         """The acquisition function :meth:`ask` optimises on the unit cube.
 
         Args:
-            k: The query number (seeds qEUBO's base samples); default :attr:`n_queries`.
+            k: The query number (picks the policy's step, seeds qEUBO's base samples); default
+                :attr:`n_queries`.
+
+        Raises:
+            ValueError: Before the first answer, or when the step for query ``k`` asks random
+                designs (an initial query, ``strategy="random"``).
 
         Returns:
             ``(acqf, q_opt, champion)``: the acquisition function (for a local query a
@@ -317,7 +254,7 @@ class PreferenceOptimizer:
         if self.model is None:
             raise ValueError("No answers yet: the acquisition needs a model.")
         k = self.n_queries if k is None else k
-        acqf, q_opt, champions = self._state.acquisition(self._state.groups[0], k)
+        acqf, q_opt, champions, _ = self._state.acquisition(self._state.groups[0], k)
         return acqf, q_opt, None if champions is None else champions[0]
 
     def tell(
@@ -401,7 +338,7 @@ class PreferenceOptimizer:
             raise ValueError("No answers yet: nothing to predict from.")
         X = check_designs(X, self._state.bounds)
         if X.dim() != 2:
-            raise ValueError(f"X must have shape n x {self.dim}, got {tuple(X.shape)}.")
+            raise ValueError(f"X must have shape n x {self.config.dim}, got {tuple(X.shape)}.")
         return self._state.moments(0, normalize(X, self._state.bounds))
 
     def best(self, among: str = "compared") -> Recommendation:
@@ -440,7 +377,7 @@ class PreferenceOptimizer:
         start: a next query moved by up to 1e-8 in a Hartmann-6 run; without them, none).
 
         Args:
-            records: :class:`~botorch_pref.loop.records.QueryRecord` s, or tuples
+            records: :class:`~botorch_pref.loop.history.QueryRecord` s, or tuples
                 ``(query, winner)``, ``(query, winner, ranking)`` or
                 ``(query, None, None, True)`` (a tie).
             hyperparameters: Stored hyperparameters of this run.

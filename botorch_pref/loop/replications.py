@@ -34,7 +34,8 @@ from torch import Tensor
 
 from botorch_pref.checks import nonnegative_real
 from botorch_pref.loop.answers import Answer
-from botorch_pref.loop.config import STRATEGIES, LoopConfig, nonnegative_int, positive_int
+from botorch_pref.loop.config import LoopConfig, nonnegative_int, positive_int
+from botorch_pref.loop.policy import STRATEGIES, QueryPolicy, configure
 from botorch_pref.loop.state import LoopState
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
@@ -101,6 +102,7 @@ class ReplicationResults:
         fits: The number of steps with a hyperparameter fit.
         backend: ``"batched"`` or ``"sequential"``.
         config: The settings every replication ran with (the seed is replication 0's).
+        policy: The query policy every replication ran with.
         anywhere_after: The acquisition-query counts after which the posterior-mean maximiser
             over the box was also recommended (``best(among="anywhere")``).
         regret_anywhere: ``R x len(anywhere_after)`` simple regret of those recommendations.
@@ -122,6 +124,7 @@ class ReplicationResults:
     fits: int = field(default=0)
     backend: str = "batched"
     config: LoopConfig | None = None
+    policy: QueryPolicy | None = None
     anywhere_after: tuple[int, ...] = ()
     regret_anywhere: Tensor | None = None
 
@@ -159,7 +162,7 @@ class ReplicationResults:
 
 def run_replications(
     problem: str | Utility,
-    strategy: str = "eubo",
+    strategy: str | None = None,
     n_replications: int = 8,
     n_queries: int = 50,
     q: int = 2,
@@ -171,6 +174,7 @@ def run_replications(
     backend: str = "batched",
     anywhere_after: Sequence[int] = (),
     tie_band: float = 0.0,
+    policy: QueryPolicy | None = None,
     **settings,
 ) -> ReplicationResults:
     r"""Run ``n_replications`` PBO replications of one strategy together.
@@ -178,7 +182,9 @@ def run_replications(
     Args:
         problem: A utility to maximise on the unit cube, or its name for
             :func:`~botorch_pref.test_functions.get_utility`.
-        strategy: ``"eubo"``, ``"qeubo"``, ``"champion-challenger"`` or ``"random"``.
+        strategy: ``"eubo"`` (default), ``"qeubo"``, ``"champion-challenger"`` or ``"random"``:
+            the query policy :func:`~botorch_pref.loop.policy.strategy_policy` builds; not with
+            ``policy``.
         n_replications: Number of replications ``R``.
         n_queries: Acquisition queries after the initial ones.
         q: Options per query (``"eubo"`` and ``"champion-challenger"`` need ``q = 2``).
@@ -197,11 +203,12 @@ def run_replications(
             by less than ``tie_band`` times their noise scale
             (:meth:`~botorch_pref.users.SimulatedUser.answer_pair`; needs ``ties=True``);
             0 (default): never.
-        **settings: Other settings of :class:`~botorch_pref.loop.config.LoopConfig`
-            (``n_initial``, ``model``, ``refit_every``, ``refit_all_until``, ``num_restarts``,
-            ``raw_samples``, ``mc_samples``, ``answers``, ``champion_variant``, ``device``,
-            ``dtype``), with the same defaults as the optimiser's. The PBO protocol's
-            ``n_initial`` is :math:`4 d`.
+        policy: A :class:`~botorch_pref.loop.policy.QueryPolicy` of one's own.
+        **settings: Other settings of the run (:data:`~botorch_pref.loop.policy.SETTINGS`:
+            ``model``, ``answers``, ``ties``, ``refit_every``, ``num_restarts``, ``device``,
+            ``dtype``, ... and without ``policy`` ``n_initial``, ``local_every``, ...), with
+            the same defaults as the optimiser's. The PBO protocol's ``n_initial`` is
+            :math:`4 d`.
 
     Returns:
         The :class:`ReplicationResults`.
@@ -210,13 +217,13 @@ def run_replications(
     R = positive_int(n_replications, "n_replications")
     T_acq = nonnegative_int(n_queries, "n_queries")
     seed = nonnegative_int(seed, "seed")
-    config = LoopConfig(utility.dim, strategy, q, seed=seed, **settings)
+    config, policy = configure(utility.dim, strategy, q, policy, {**settings, "seed": seed})
     after = tuple(nonnegative_int(k, "anywhere_after") for k in anywhere_after)
     if any(not 0 <= k <= T_acq for k in after) or len(set(after)) != len(after):
         raise ValueError(
             f"anywhere_after must hold distinct counts in [0, {T_acq}], got {list(anywhere_after)}."
         )
-    if config.n_initial == 0 and 0 in after:
+    if policy.n_initial == 0 and 0 in after:
         raise ValueError(
             "anywhere_after counts acquisition queries after the initial ones; with n_initial=0 "
             "the count 0 comes before any answer, so there is nothing to recommend from."
@@ -227,23 +234,24 @@ def run_replications(
     seeds = [seed + i for i in range(R)]
     bounds = torch.zeros(2, utility.dim, **config.tkwargs)
     bounds[1] = 1.0
-    state = LoopState(config, bounds, seeds, backend)
+    state = LoopState(config, bounds, seeds, backend, policy)
     if scale is None:
         scale = calibrate_noise(utility, error_rate, noise=noise, seed=0)
     users = [SimulatedUser(utility, noise=noise, scale=scale, seed=s) for s in seeds]
-    trace = _simulate(state, users, utility, config.n_initial + T_acq, after, band * scale)
+    trace = _simulate(state, users, utility, policy.n_initial + T_acq, after, band * scale)
     return ReplicationResults(
         problem=getattr(utility, "name", type(utility).__name__),
-        strategy=strategy,
+        strategy=policy.strategy,
         q=q,
         answers=config.answers,
-        n_initial=config.n_initial,
+        n_initial=policy.n_initial,
         seeds=seeds,
         **trace,
         device=str(config.device),
         fits=state.n_refits,
         backend=backend,
-        config=config,
+        config=state.config,
+        policy=policy,
         anywhere_after=after,
     )
 
@@ -286,9 +294,9 @@ def _simulate(
         options = queries[:, k].reshape(R * cfg.q, d).to(torch.float64)
         asked[:, k] = utility.regret(options).reshape(R, cfg.q).amin(-1)
         seconds[k] = time.perf_counter() - t0
-        if k + 1 - cfg.n_initial in anywhere_after:
+        if k + 1 - state.policy.n_initial in anywhere_after:
             x = state.recommend_anywhere().cpu().to(torch.float64)
-            anywhere[:, anywhere_after.index(k + 1 - cfg.n_initial)] = utility.regret(x)
+            anywhere[:, anywhere_after.index(k + 1 - state.policy.n_initial)] = utility.regret(x)
     return {
         "regret_anywhere": anywhere if anywhere_after else None,
         "regret": regret,

@@ -12,15 +12,19 @@ One step of preferential Bayesian optimisation for each member ``r`` (seed :math
    expected best posterior mean after the answer (its optimiser also starts from every pair of
    the compared designs it looks at). An option that repeats another of the same
    query is replaced by a uniform design from :math:`(s_r, k, \text{REPAIR})`.
-2. **Record** the answer (:class:`~botorch_pref.loop.records.AnswerRecord`) and give the model
+2. **Record** the answer (:class:`~botorch_pref.loop.history.AnswerRecord`) and give the model
    the new designs and observations (built on the first answer, then updated in place with a
    warm-started mode); refit the hyperparameters after answer :math:`k` when
    :math:`k \le` ``refit_all_until`` or :math:`k` is a multiple of ``refit_every``, starting
    from the current values. A fit that fails numerically keeps the previous hyperparameters
    with a warning; any other failure restores the model and leaves the record unchanged.
-3. **Recommend** the compared design with the highest posterior mean,
-   :math:`x^\star = \arg\max_{x_i \in \mathcal D_r} \mu_r(x_i)`, or the posterior mean's
-   maximiser over the box (:mod:`~botorch_pref.loop.recommend`).
+3. **Recommend** the compared design with the highest posterior mean, the **champion**
+   :math:`x^\star_r = \arg\max_{x_i \in \mathcal D_r} \mu_r(x_i)` (a design the person has
+   seen), or, asked for with ``among="anywhere"``, the maximiser of :math:`\mu_r` over the unit
+   cube (the qEUBO paper's recommendation), found by the back end's acquisition optimiser on
+   ``PosteriorMean`` started from random designs and from the 8 compared designs with the
+   highest posterior means (the set a lookahead query looks at), and never worse (by
+   :math:`\mu_r`) than :math:`x^\star_r`.
 
 Models are held in groups: with the sequential back end one model per member, with the batched
 back end one model with ``batch_shape = (R,)`` for all (see :mod:`~botorch_pref.loop.backends`).
@@ -35,35 +39,37 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from botorch.acquisition import AcquisitionFunction
+from botorch.acquisition import PosteriorMean
 from botorch.exceptions.errors import ModelFittingError
 from botorch.models.model import Model
 from botorch.utils.transforms import unnormalize
 from torch import Tensor
 
-from botorch_pref.acquisition import (
-    ChampionChallenger,
-    LookaheadBestCompared,
-    make_eubo,
-    make_qeubo,
-)
-from botorch_pref.acquisition.local import LocalBox, local_box, near_boundary
+from botorch_pref.acquisition.local import LocalBox
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.loop.answers import Answer, validate_answer
 from botorch_pref.loop.backends import BACKENDS, Backend, ModelGroup, seeded
-from botorch_pref.loop.config import LOOKAHEAD_DESIGNS, LoopConfig
-from botorch_pref.loop.hyperparameters import Hyperparameters
-from botorch_pref.loop.recommend import Recommending
-from botorch_pref.loop.records import (
+from botorch_pref.loop.config import LoopConfig
+from botorch_pref.loop.history import (
     AnswerRecord,
     Extension,
     QueryRecord,
+    Recommendation,
     as_record,
     check_query,
     extends,
     member_data,
 )
-from botorch_pref.loop.seeding import Stream, derived_seed, uniform
+from botorch_pref.loop.hyperparameters import Hyperparameters
+from botorch_pref.loop.policy import (
+    LOOKAHEAD_DESIGNS,
+    Acquisition,
+    QueryPolicy,
+    Step,
+    configure,
+    strategy_policy,
+)
+from botorch_pref.loop.seeding import Stream, uniform
 from botorch_pref.optim import FIT_ERRORS as LINALG_FIT_ERRORS
 
 __all__ = ["FIT_ERRORS", "LoopState", "ModelGroup"]
@@ -79,17 +85,16 @@ def model_data(data: PreferenceData) -> Tensor | PreferenceData:
     return data.as_comparisons() if data.is_pairwise else data
 
 
-class LoopState(Recommending):
+class LoopState:
     """The state of ``R`` preference-optimisation runs that advance one query at a time.
-
-    Its recommendations (``best``, ``recommend``, ``recommend_anywhere``, ``means``, ...) come
-    from :class:`~botorch_pref.loop.recommend.Recommending`.
 
     Args:
         config: The run's settings.
         bounds: ``2 x d`` bounds of the designs in user units (on ``config.device``).
         seeds: One seed per member (default: ``[config.seed]``, one member).
         backend: ``"sequential"`` or ``"batched"`` (see :mod:`~botorch_pref.loop.backends`).
+        policy: What each query asks (default: :func:`~botorch_pref.loop.policy.strategy_policy`
+            of ``"eubo"``). The config's acquisition effort is resolved for its strategy.
     """
 
     def __init__(
@@ -98,6 +103,7 @@ class LoopState(Recommending):
         bounds: Tensor,
         seeds: Sequence[int] | None = None,
         backend: str = "sequential",
+        policy: QueryPolicy | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
@@ -106,13 +112,32 @@ class LoopState(Recommending):
                 "the batched back end needs model='laplace' or 'laplace-box', got "
                 f"{config.model_name!r}."
             )
-        self.config = config
+        self.policy = strategy_policy("eubo", config) if policy is None else policy
+        self.policy.check(config)
+        self.config = config.with_effort(self.policy.steps[-1].q_opt or config.q)
         self.bounds = bounds
         self.seeds = [config.seed] if seeds is None else [int(s) for s in seeds]
         if not self.seeds:
             raise ValueError("seeds must name at least one member (or be None for one).")
         self.backend: Backend = BACKENDS[backend]
         self.reset()
+
+    @classmethod
+    def build(
+        cls,
+        bounds: Tensor,
+        strategy: str | None = None,
+        q: int = 2,
+        *,
+        seeds: Sequence[int] | None = None,
+        backend: str = "sequential",
+        policy: QueryPolicy | None = None,
+        **settings: Any,
+    ) -> LoopState:
+        """A state from the optimiser's arguments (:func:`~botorch_pref.loop.policy.configure`):
+        ``strategy`` or ``policy``, ``q`` and the keyword settings."""
+        config, policy = configure(bounds.shape[-1], strategy, q, policy, settings)
+        return cls(config, bounds, seeds, backend, policy)
 
     def reset(self) -> None:
         """Forget every answer (the settings and the seeds stay)."""
@@ -145,38 +170,55 @@ class LoopState(Recommending):
 
     # ---------------------------------------------------------------- propose
     def propose(self) -> Tensor:
-        """The next query of every member: ``R x q x d`` distinct designs in user units."""
-        k, cfg = self.n_answers, self.config
-        if k < cfg.n_initial or cfg.strategy == "random" or self.groups is None:
-            unit = torch.stack([self._uniform(cfg.q, s, k, Stream.RANDOM) for s in self.seeds])
-            X = self.from_unit(unit)
+        """The next query of every member: ``R x q x d`` distinct designs in user units.
+
+        Each member asks what its policy's step for the query says
+        (:meth:`~botorch_pref.loop.policy.QueryPolicy.steps_for`); before the first answer
+        there is no model and every query is random.
+        """
+        k = self.n_answers
+        if self.groups is None:
+            X = self._random(range(self.n_members), k)
         else:
-            X = torch.cat([self._acquire(g, k) for g in self.groups])
+            X = torch.cat([self._ask(g, k) for g in self.groups])
         return self._repair(X, k)
 
     def _uniform(self, n: int, seed: int, k: int, stream: int) -> Tensor:
         cfg = self.config
         return uniform(n, cfg.dim, seed, k, stream, dtype=cfg.dtype, device=cfg.device)
 
-    def _acquire(self, group: ModelGroup, k: int) -> Tensor:
-        """The maximisers of ``group``'s acquisition function: ``members x q x d`` user units.
+    def _random(self, members: Sequence[int], k: int) -> Tensor:
+        """``q`` uniform designs for each of ``members``: ``members x q x d`` user units."""
+        q = self.config.q
+        return self.from_unit(
+            torch.stack([self._uniform(q, self.seeds[r], k, Stream.RANDOM) for r in members])
+        )
 
-        Where the members of a batched group disagree on whether query ``k`` is local, both
-        kinds are optimised (each member on its own seeds) and each member keeps its own kind.
+    def _ask(self, group: ModelGroup, k: int) -> Tensor:
+        """The queries of ``group``'s members: ``members x q x d`` user units.
+
+        Where the members of a batched group ask different steps (a local query only around a
+        champion near the edge), each step is asked of the whole group (each member on its own
+        seeds) and each member keeps its own step's query.
         """
-        local = self.local_members(group, k)
-        if bool(local.all()) or not bool(local.any()):
-            return self._acquire_as(group, k, bool(local.any()))
-        X_global, X_local = (self._acquire_as(group, k, kind) for kind in (False, True))
-        return torch.where(local.to(X_local.device)[:, None, None], X_local, X_global)
+        steps = self.policy.steps_for(self, group, k)
+        distinct = [s for i, s in enumerate(steps) if all(s is not t for t in steps[:i])]
+        queries = [self._ask_step(group, k, step) for step in distinct]
+        if len(queries) == 1:
+            return queries[0]
+        pick = torch.tensor([next(i for i, t in enumerate(distinct) if t is s) for s in steps])
+        pick = pick.to(queries[0].device)[:, None, None]
+        X = queries[0]
+        for i, other in enumerate(queries[1:], start=1):
+            X = torch.where(pick == i, other, X)
+        return X
 
-    def _acquire_as(self, group: ModelGroup, k: int, local: bool) -> Tensor:
-        """Every member's query of one kind (local or global): ``members x q x d`` user units."""
-        acqf, q_opt, champions = self.acquisition(group, k, local)
+    def _ask_step(self, group: ModelGroup, k: int, step: Step) -> Tensor:
+        """Every member's query of one step: ``members x q x d`` user units."""
+        if step.random:
+            return self._random(group.members, k)
+        acqf, q_opt, champions, initial = step.acquisition(self, group, k)
         seeds = [self.seeds[r] for r in group.members]
-        initial = None  # a lookahead query also starts from the pairs of its compared designs
-        if isinstance(acqf, LookaheadBestCompared):
-            initial = acqf.compared_pairs().reshape(len(seeds), -1, 2, self.config.dim)
         X = self.backend.optimize(acqf, seeds, k, self.config, q_opt, initial=initial)
         if isinstance(acqf, LocalBox):
             X = acqf.to_box(X).clamp(0.0, 1.0)
@@ -186,67 +228,14 @@ class LoopState(Recommending):
             X = torch.cat([first.unsqueeze(-2), X], dim=-2)
         return X
 
-    def local_members(self, group: ModelGroup, k: int) -> Tensor:
-        """Which members of ``group`` ask a local query at query ``k`` (``members`` booleans).
+    def acquisition(self, group: ModelGroup, k: int) -> Acquisition:
+        """``group``'s acquisition for query ``k`` (on the unit cube): that of the step the
+        first member asks (:meth:`~botorch_pref.loop.policy.QueryPolicy.steps_for`).
 
-        Those due one (:meth:`~botorch_pref.loop.config.LoopConfig.local_due`) whose champion
-        lies near the boundary (:func:`~botorch_pref.acquisition.local.near_boundary`), or all
-        members due one with ``local_when="always"``.
+        Raises:
+            ValueError: When that step asks random designs.
         """
-        cfg, members = self.config, group.members
-        if not cfg.local_due(k) or cfg.local_when == "always":
-            return torch.full((len(members),), cfg.local_due(k))
-        center = self.designs_at(members, self.champions(members))
-        return near_boundary(center, cfg.local_radius).cpu()
-
-    def acquisition(
-        self, group: ModelGroup, k: int, local: bool | None = None
-    ) -> tuple[AcquisitionFunction, int, list[int] | None]:
-        """``group``'s acquisition function for query ``k`` (on the unit cube).
-
-        For a local query it is the champion-challenger acquisition seen through a
-        :class:`~botorch_pref.acquisition.local.LocalBox` around each member's champion: its
-        unit-cube maximiser maps into the box with ``acqf.to_box``.
-
-        Args:
-            group: The members' model group.
-            k: The query number.
-            local: Whether the query is local; ``None``: whether any member asks a local one
-                (:meth:`local_members`).
-
-        Returns:
-            ``(acqf, q_opt, champions)``: the acquisition function, the number of points it
-            places, and for champion-challenger and local queries each member's champion (its
-            index among the member's designs), else ``None``.
-        """
-        cfg = self.config
-        if local is None:
-            local = bool(self.local_members(group, k).any())
-        if cfg.lookahead_due(k) and not local:
-            return self.lookahead(group), 2, None
-        if cfg.strategy == "eubo" and not local:
-            return make_eubo(group.model), 2, None
-        if cfg.strategy == "qeubo" and not local:
-            seeds = [derived_seed(self.seeds[r], k, Stream.ACQF) % 2**31 for r in group.members]
-            seed = seeds if self.backend.batched else seeds[0]  # each member's own base samples
-            return make_qeubo(group.model, cfg.mc_samples, seed=seed), cfg.q, None
-        if cfg.strategy == "random":
-            raise ValueError(f"strategy {cfg.strategy!r} has no acquisition function.")
-        champions = self.champions(group.members)
-        X = self.designs_at(group.members, champions)
-        acqf = ChampionChallenger(
-            group.model, X if self.backend.batched else X[0], variant=cfg.champion_variant, log=True
-        )
-        if local:
-            acqf = LocalBox(acqf, *local_box(X, cfg.local_radius))
-        return acqf, 1, champions
-
-    def lookahead(self, group: ModelGroup) -> LookaheadBestCompared:
-        """``group``'s lookahead acquisition: the expected highest posterior mean, after the
-        answer, among the pair and each member's ``LOOKAHEAD_DESIGNS`` (8) compared designs
-        with the highest posterior means (fewer while a member has compared fewer)."""
-        top = self.top_compared(group.members, LOOKAHEAD_DESIGNS)
-        return LookaheadBestCompared(group.model, top if self.backend.batched else top[0])
+        return self.policy.steps_for(self, group, k)[0].acquisition(self, group, k)
 
     def _repair(self, X: Tensor, k: int) -> Tensor:
         """Replace a repeated option (it would compare a design with itself) by a random one."""
@@ -466,6 +455,123 @@ class LoopState(Recommending):
                 stacklevel=5,
             )
         group.model.eval()
+
+    # -------------------------------------------------------------- recommend
+    def top_compared(self, members: Sequence[int], k: int) -> Tensor:
+        """Each member's ``k`` compared designs with the highest posterior means, or all while
+        one has compared fewer: ``members x k' x d`` in the unit cube."""
+        means = self.means(members)
+        k = min(k, *(len(m) for m in means))
+        X = self.record.X_unit
+        return torch.stack([X[r, m.topk(k).indices] for r, m in zip(members, means, strict=True)])
+
+    def means(self, members: Sequence[int] | None = None) -> list[Tensor]:
+        """Posterior means of ``members`` (default: all) at their designs (``n_r`` values each)."""
+        counts = self.record.counts
+        members = range(self.n_members) if members is None else members
+        if self.backend.batched:
+            with torch.no_grad():
+                utility = self.group_of(0).model.utility
+            return [utility[r, : counts[r]] for r in members]
+        return [self.moments(r)[0] for r in members]
+
+    def moments(self, r: int, X_unit: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Member ``r``'s marginal posterior means and standard deviations (sequential models).
+
+        Args:
+            r: The member.
+            X_unit: ``n x d`` unit-cube designs (default: the member's designs).
+        """
+        X = self.record.designs(r, unit=True) if X_unit is None else X_unit
+        with torch.no_grad():
+            post = self.group_of(r).model.posterior(X.unsqueeze(-2))
+            mean = post.mean.reshape(-1)
+            std = post.variance.reshape(-1).clamp_min(0.0).sqrt()
+        return mean, std
+
+    def maximise_mean(self, r: int) -> tuple[Tensor, Tensor, Tensor]:
+        """Member ``r``'s posterior-mean maximiser over the unit cube (sequential models).
+
+        Returns:
+            ``(x_unit, mean, std)``: the design in the unit cube (see :meth:`mean_maximisers`),
+            its posterior mean and std.
+        """
+        group = self.group_of(r)
+        x = self.mean_maximisers(group)[group.members.index(r)]
+        mean, std = self.moments(r, x.unsqueeze(0))
+        return x, mean[0], std[0]
+
+    def mean_maximisers(self, group: ModelGroup) -> Tensor:
+        """The posterior-mean maximiser over the unit cube of each member of ``group``.
+
+        The back end's acquisition optimiser on ``PosteriorMean`` with the run's restarts and
+        raw samples, seeded by the :class:`~botorch_pref.loop.seeding.Stream` ``RECOMMEND`` of
+        the current answer count, which also starts from the member's 8 compared designs with
+        the highest posterior means; a member's best compared design is kept where the
+        optimiser found nothing with a higher posterior mean.
+
+        Returns:
+            ``members x d`` designs in the unit cube.
+        """
+        cfg, k, members = self.config, self.n_answers, group.members
+        seeds = [self.seeds[r] for r in members]
+        starts = self.top_compared(members, LOOKAHEAD_DESIGNS).unsqueeze(-2)  # members x k x 1 x d
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            x = self.backend.optimize(
+                PosteriorMean(group.model), seeds, k, cfg, 1, Stream.RECOMMEND, starts
+            )
+        compared = self.designs_at(members, self.champions(members))
+        X = torch.stack([compared, x[:, 0].clamp(0.0, 1.0)], dim=-2)  # members x 2 x d
+        with torch.no_grad():
+            post = group.model.posterior(X if self.backend.batched else X[0])
+            pick = post.mean.reshape(len(members), 2).argmax(-1)
+        return X[torch.arange(len(members), device=X.device), pick]
+
+    def recommend_anywhere(self) -> Tensor:
+        """Each member's posterior-mean maximiser over the box: ``R x d`` designs in user units."""
+        if self.groups is None:
+            raise ValueError("No answers yet: there is no model.")
+        return self.from_unit(torch.cat([self.mean_maximisers(g) for g in self.groups]))
+
+    def best(self, r: int, among: str = "compared") -> Recommendation:
+        """Member ``r``'s recommendation among the compared designs or anywhere in the box.
+
+        Args:
+            r: The member.
+            among: ``"compared"`` (the compared design with the highest posterior mean) or
+                ``"anywhere"`` (the posterior-mean maximiser over the box).
+
+        Returns:
+            The design in user units, its posterior mean and std, and its index among the
+            compared designs (``None`` for a design not compared).
+        """
+        if among == "anywhere":
+            x, mean, std = self.maximise_mean(r)
+            hit = (self.record.designs(r, unit=True) == x).all(-1).nonzero().flatten().tolist()
+            i = hit[0] if hit else None  # a compared design: as given, not mapped back and forth
+            x = self.from_unit(x) if i is None else self.record.designs(r)[i].clone()
+            return Recommendation(x, float(mean), float(std), i)
+        mean, std = self.moments(r)
+        i = int(mean.argmax())
+        return Recommendation(self.record.designs(r)[i].clone(), float(mean[i]), float(std[i]), i)
+
+    def recommend(self) -> Tensor:
+        """Each member's recommendation: ``R x d`` designs in user units."""
+        members = range(self.n_members)
+        return self.designs_at(members, self.champions(members), unit=False)
+
+    def champions(self, members: Sequence[int]) -> list[int]:
+        """Each member's champion: the index of its compared design with the highest posterior
+        mean (the current recommendation)."""
+        return [int(m.argmax()) for m in self.means(members)]
+
+    def designs_at(
+        self, members: Sequence[int], indices: Sequence[int], unit: bool = True
+    ) -> Tensor:
+        """Design ``indices[j]`` of member ``members[j]``, stacked (unit cube or user units)."""
+        X = self.record.X_unit if unit else self.record.X_user
+        return torch.stack([X[r, i] for r, i in zip(members, indices, strict=True)])
 
 
 def refresh(model: Model, X_unit: Tensor) -> None:

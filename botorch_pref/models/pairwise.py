@@ -96,6 +96,11 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
     ``forward``, ``preference_probability``) are those of
     :class:`~botorch_pref.models.posterior.LaplacePosteriorMixin`.
 
+    Its defaults (a scaled ARD RBF kernel, the Laplace approximation) are ``PairwiseGP``'s, so
+    that it is a drop-in on BoTorch's own flows; the loop's model factory passes a Matern 3/2
+    kernel and expectation propagation instead, because they asked better questions there
+    (:mod:`botorch_pref.loop.config`).
+
     Example:
         >>> X = torch.rand(10, 2, dtype=torch.float64)
         >>> comparisons = torch.tensor([[0, 1], [2, 1], [3, 4]])

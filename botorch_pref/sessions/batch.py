@@ -40,11 +40,13 @@ from botorch_pref.loop import (
     Hyperparameters,
     LoopConfig,
     LoopState,
+    QueryPolicy,
     QueryRecord,
     Recommendation,
     validate_answer,
 )
-from botorch_pref.loop.records import check_bounds, check_query, same_record
+from botorch_pref.loop.history import check_bounds, check_query, same_record
+from botorch_pref.loop.policy import configure
 from botorch_pref.sessions.model import Proposal
 from botorch_pref.sessions.records import Query, SessionState
 from botorch_pref.sessions.session import Session
@@ -125,7 +127,8 @@ def ask_together(
         first, these = sessions[group[0]], [members[i] for i in group]
         start = None if steps is None else steps.get(names)
         try:
-            made, kept[names] = propose_together(_config(first), first.bounds, these, start)
+            config, policy = _config(first)
+            made, kept[names] = propose_together(config, first.bounds, these, start, policy)
         except Exception:  # a numerical failure of the step: one at a time
             continue
         proposals.update(zip(group, made, strict=True))
@@ -152,7 +155,7 @@ def _member(session: Session, state: SessionState) -> Member | None:
     """A session's records and warm fit, or ``None`` when it cannot join a batched step."""
     if state.pending_id is not None:
         return None
-    config = _config(session)
+    config, _ = _config(session)
     if not _batchable(config):
         return None
     records, warm = session.replay_input(state)
@@ -165,9 +168,10 @@ def _member(session: Session, state: SessionState) -> Member | None:
     return Member(session.seed, records, warm)
 
 
-def _config(session: Session) -> LoopConfig:
+def _config(session: Session) -> tuple[LoopConfig, QueryPolicy]:
     settings = dict(session.settings)
-    return LoopConfig(len(session.names), **settings)
+    strategy, q = settings.pop("strategy"), settings.pop("q")
+    return configure(len(session.names), strategy, q, None, settings)
 
 
 def group_key(session: Session, answers: int) -> tuple[str, int] | None:
@@ -181,7 +185,7 @@ def group_key(session: Session, answers: int) -> tuple[str, int] | None:
         Equal for sessions that may share a batched step then, or ``None`` for one that never
         joins one (a model or strategy the batched back end does not take, or no answer yet).
     """
-    if answers < 1 or not _batchable(_config(session)):
+    if answers < 1 or not _batchable(_config(session)[0]):
         return None
     return _compatible(session), answers
 
@@ -203,6 +207,7 @@ def propose_together(
     bounds: Sequence[Sequence[float]],
     members: Sequence[Member],
     start: LoopState | None = None,
+    policy: QueryPolicy | None = None,
 ) -> tuple[list[Proposal], LoopState]:
     """The next queries of sessions with the same settings, in one batched step.
 
@@ -218,6 +223,7 @@ def propose_together(
         members: The members, each with at least one record and the same number of them.
         start: The state of an earlier step of the same members, used when it holds all
             their records but the last and their warm fits.
+        policy: The members' query policy (default: the loop's default).
 
     Returns:
         ``(proposals, state)``: one :class:`~botorch_pref.sessions.model.Proposal` per member,
@@ -234,7 +240,7 @@ def propose_together(
     if start is not None and _continues(start, members):
         state = start
     else:
-        state = _replayed(config, b, members)
+        state = _replayed(config, b, members, policy)
     state.record_answers(*_step(config, b, [m.records[-1] for m in members]))  # refit if due
     X = state.propose()
     fitted = k == 1 or config.refit_due(k)
@@ -245,9 +251,12 @@ def propose_together(
     return proposals, state
 
 
-def _replayed(config: LoopConfig, bounds: torch.Tensor, members: Sequence[Member]) -> LoopState:
+def _replayed(
+    config: LoopConfig, bounds: torch.Tensor, members: Sequence[Member], policy: QueryPolicy | None
+) -> LoopState:
     """A batched state holding every member's records but the last, with its warm fit."""
-    state = LoopState(config, bounds, seeds=[m.seed for m in members], backend="batched")
+    seeds = [m.seed for m in members]
+    state = LoopState(config, bounds, seeds=seeds, backend="batched", policy=policy)
     k = len(members[0].records)
     for i in range(k - 1):
         step = _step(config, bounds, [m.records[i] for m in members])

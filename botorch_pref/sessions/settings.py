@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from botorch_pref.loop import PreferenceOptimizer
+from botorch_pref.loop.policy import SETTINGS
 from botorch_pref.sessions.errors import SessionError
 from botorch_pref.sessions.export import CSV_COLUMNS
 from botorch_pref.sessions.records import Progress
@@ -29,26 +30,7 @@ __all__ = [
 ]
 
 #: Optimiser settings a session stores (keyword arguments of PreferenceOptimizer).
-OPTIMIZER_OPTIONS = (
-    "n_initial",
-    "model",
-    "refit_every",
-    "refit_all_until",
-    "num_restarts",
-    "raw_samples",
-    "mc_samples",
-    "answers",
-    "ties",
-    "champion_variant",
-    "kernel",
-    "lengthscale_prior",
-    "link",
-    "inference",
-    "local_every",
-    "local_radius",
-    "local_when",
-    "lookahead_every",
-)
+OPTIMIZER_OPTIONS = tuple(n for n in SETTINGS if n not in ("device", "dtype", "seed"))
 
 #: The kernel of sessions stored before the kernel was a setting (the RBF kernel was the only
 #: one then); a new session stores the kernel it resolved, so a later change of the default
@@ -166,10 +148,11 @@ def check_settings(
     except (TypeError, ValueError) as err:
         raise SessionError(f"Bad optimiser settings: {err}") from None
     resolved = {
-        name: getattr(opt, name)
+        name: opt.settings[name]
         for name in ("kernel", "inference", "local_every", "local_when", "lookahead_every")
     }
-    return {"strategy": opt.strategy, "q": opt.q, "seed": opt.seed, **options, **resolved}
+    s = opt.settings
+    return {"strategy": s["strategy"], "q": s["q"], "seed": s["seed"], **options, **resolved}
 
 
 def stored_options(options: Mapping[str, Any]) -> dict[str, Any]:

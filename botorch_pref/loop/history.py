@@ -113,13 +113,15 @@ def stack_data(items: Sequence[PreferenceData]) -> PreferenceData:
         options[r, : len(d), : d.max_options] = d.options
         kind[r, : len(d)] = d.kind
         stages[r, : len(d)] = d.n_stages
-    return PreferenceData(options, kind, stages)
+    return PreferenceData.from_checked(options, kind, stages)
 
 
 def member_data(data: PreferenceData, r: int) -> PreferenceData:
     """Member ``r``'s observations of ``(R,)``-batched data, padding rows removed."""
     real = (data.options[r] >= 0).any(-1)
-    return PreferenceData(data.options[r][real], data.kind[r][real], data.n_stages[r][real])
+    return PreferenceData.from_checked(
+        data.options[r][real], data.kind[r][real], data.n_stages[r][real]
+    )
 
 
 class AnswerRecord:
