@@ -469,7 +469,7 @@ def test_to_moves_the_data_with_the_hyperparameters(data):
         got = model.posterior(Xt)
         torch.testing.assert_close(got.mean, want.mean)
         torch.testing.assert_close(got.variance, want.variance)
-    with pytest.raises(RuntimeError, match=r"cast X \(X.to\(torch.float64\)\) first"):
+    with pytest.raises(RuntimeError, match=r"cast it with X.to\(torch.float64\)"):
         model.posterior(torch.zeros(2, X.shape[-1], dtype=torch.long))
 
 

@@ -120,7 +120,8 @@ class LaplacePosteriorMixin:
         r"""Joint Laplace posterior of the utility at ``X``.
 
         Args:
-            X: ``(batch_shape) x q x d`` designs (untransformed).
+            X: ``(batch_shape) x q x d`` designs (untransformed). Floating designs of another
+                precision than the model's are cast to it, as ``PairwiseGP`` does.
             output_indices: Must be ``None`` or ``[0]`` (one output).
             observation_noise: Ignored: the answer noise acts on comparisons, not on utilities
                 (use :meth:`preference_probability` for answer probabilities).
@@ -131,13 +132,14 @@ class LaplacePosteriorMixin:
             ``q x q`` covariance, differentiable in ``X``.
 
         Raises:
-            PreferenceInputError: if ``X`` has another dtype than the model (no silent cast:
-                cast ``X`` or the model first).
+            PreferenceInputError: for integer, boolean or complex ``X``, NaN or infinite
+                values (checked outside ``torch.compile`` regions only), or another input
+                dimension.
         """
         if output_indices is not None and list(output_indices) != [0]:
             raise ValueError("PairwiseLaplaceGP has a single output; output_indices must be [0].")
         dim = self.datapoints.shape[-1] if self._has_data() else None
-        validate_test_points(X, dim, self._model_dtype())
+        X = validate_test_points(X, dim, self._model_dtype())
         if self.training:
             self.eval()
         Xt = self.transform_inputs(X)
@@ -166,7 +168,7 @@ class LaplacePosteriorMixin:
 
         Raises:
             PreferenceInputError: When ``X1`` and ``X2`` do not broadcast (and for what
-                :meth:`posterior` refuses: NaN, another dtype, another ``d``).
+                :meth:`posterior` refuses: NaN, integer designs, another ``d``).
         """
         try:
             X1, X2 = torch.broadcast_tensors(X1, X2)
