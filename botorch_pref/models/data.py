@@ -217,12 +217,17 @@ def validate_fantasy_comparisons(Y: Tensor, n_new: int | None = None) -> None:
     """
     if not torch.is_tensor(Y):
         raise PreferenceInputError(f"Y must be a tensor of comparisons, got {type(Y)}.")
+    hint = (
+        " Real-valued Y comes from fantasize with a sampler of utilities: give fantasize "
+        "botorch.sampling.pairwise_samplers.PairwiseSobolQMCNormalSampler, which draws "
+        "comparisons."
+    )
     if Y.is_floating_point() and not bool((Y == Y.round()).all()):
-        raise PreferenceInputError("Y must hold integer comparisons (winner, loser).")
+        raise PreferenceInputError("Y must hold integer comparisons (winner, loser)." + hint)
     if Y.dim() < 2 or Y.shape[-1] != 2:
         raise PreferenceInputError(
             "Conditioning on non-pairwise comparison observations: Y must have shape "
-            f"batch x m x 2, got {tuple(Y.shape)}."
+            f"batch x m x 2, got {tuple(Y.shape)}." + hint
         )
     if n_new is not None and Y.numel() > 0:
         low, high = int(Y.min()), int(Y.max())

@@ -52,6 +52,7 @@ from typing import Any
 import torch
 from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
+from botorch.sampling.base import MCSampler
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.kernels import Kernel
 from gpytorch.means import ConstantMean
@@ -62,7 +63,7 @@ from botorch_pref.data.preferences import PreferenceData, PreferenceDataError
 from botorch_pref.inference.engine import LaplaceEngine, LaplaceFactors
 from botorch_pref.inference.newton import Form, fit_tolerance
 from botorch_pref.likelihoods import PairwiseLikelihood
-from botorch_pref.models.compat import as_likelihood, ranking_dataset_inputs
+from botorch_pref.models.compat import as_likelihood, as_pairwise_sampler, ranking_dataset_inputs
 from botorch_pref.models.data import (
     PreferenceInputError,
     append_comparisons,
@@ -445,6 +446,37 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         return self._mode.train_X, factors
 
     # ------------------------------------------------------------ fantasize
+    def fantasize(
+        self,
+        X: Tensor,
+        sampler: MCSampler,
+        observation_noise: Tensor | None = None,
+        **kwargs: Any,
+    ) -> PairwiseLaplaceGP:
+        r"""A fantasy model conditioned on comparisons among ``X`` drawn from the posterior.
+
+        As BoTorch's ``Model.fantasize`` with a pairwise sampler: utilities at the ``q`` rows of
+        ``X`` are drawn from the posterior and the comparisons they imply are appended
+        (:meth:`condition_on_observations`). BoTorch's ``PairwiseSobolQMCNormalSampler`` and
+        ``PairwiseIIDNormalSampler`` are used as given; a standard ``SobolQMCNormalSampler`` or
+        ``IIDNormalSampler`` (what BoTorch's acquisition functions build by default) is taken
+        as its pairwise counterpart with the same sample shape and seed
+        (:func:`~botorch_pref.models.compat.as_pairwise_sampler`), where ``PairwiseGP`` would
+        fail on real-valued fantasies.
+
+        Args:
+            X: ``batch_shape x q x d`` fantasy designs (``q >= 2``).
+            sampler: The sampler.
+            observation_noise: Ignored by the posterior (the answer noise acts on
+                comparisons); passed on as in BoTorch.
+            kwargs: Passed to :meth:`condition_on_observations`.
+
+        Returns:
+            The fantasy model, with batch shape ``sample_shape x batch_shape``.
+        """
+        sampler = as_pairwise_sampler(sampler)
+        return super().fantasize(X, sampler, observation_noise=observation_noise, **kwargs)
+
     def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Model:
         r"""A new model with designs ``X`` appended and comparisons ``Y`` among them.
 

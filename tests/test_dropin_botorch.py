@@ -1,0 +1,86 @@
+"""BoTorch users' flows on PairwiseLaplaceGP: standard samplers in ``fantasize``, compiled
+posteriors, and ``PairwiseGP``'s own kernel and priors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from botorch.acquisition import qKnowledgeGradient
+from botorch.sampling.normal import IIDNormalSampler, SobolQMCNormalSampler
+from botorch.sampling.pairwise_samplers import (
+    PairwiseIIDNormalSampler,
+    PairwiseSobolQMCNormalSampler,
+)
+from botorch.sampling.stochastic_samplers import StochasticSampler
+
+from botorch_pref import PairwiseLaplaceGP
+from botorch_pref.models.compat import as_pairwise_sampler
+from botorch_pref.models.data import PreferenceInputError, validate_test_points
+
+from .helpers import random_comparisons
+
+
+@pytest.fixture(scope="module")
+def model():
+    return PairwiseLaplaceGP(*random_comparisons(12, 20, seed=5))
+
+
+@pytest.mark.parametrize(
+    "standard, pairwise",
+    [
+        (SobolQMCNormalSampler, PairwiseSobolQMCNormalSampler),
+        (IIDNormalSampler, PairwiseIIDNormalSampler),
+    ],
+)
+def test_fantasize_with_a_standard_sampler_draws_comparisons(model, standard, pairwise):
+    """A standard sampler gives the fantasy model its pairwise counterpart would (same shape,
+    same seed), where PairwiseGP fails on real-valued fantasies."""
+    Xnew = torch.rand(3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    got = model.fantasize(Xnew, sampler=standard(sample_shape=torch.Size([4]), seed=7))
+    want = model.fantasize(Xnew, sampler=pairwise(sample_shape=torch.Size([4]), seed=7))
+    assert got.batch_shape == torch.Size([4]) and got.n == model.n + 3
+    torch.testing.assert_close(got.comparisons, want.comparisons)
+    torch.testing.assert_close(got.utility, want.utility)
+    assert model.n == 12  # the model itself is unchanged
+
+
+def test_as_pairwise_sampler_keeps_pairwise_and_unknown_samplers():
+    sampler = PairwiseSobolQMCNormalSampler(sample_shape=torch.Size([2]), seed=0)
+    assert as_pairwise_sampler(sampler) is sampler
+    other = StochasticSampler(sample_shape=torch.Size([2]))
+    assert as_pairwise_sampler(other) is other
+    converted = as_pairwise_sampler(SobolQMCNormalSampler(torch.Size([5]), seed=3))
+    assert isinstance(converted, PairwiseSobolQMCNormalSampler)
+    assert converted.sample_shape == torch.Size([5]) and converted.seed == 3
+
+
+def test_fantasize_with_another_sampler_names_the_pairwise_sampler(model):
+    """A sampler of utilities that has no pairwise counterpart gets an error that says what to
+    use instead."""
+    Xnew = torch.rand(2, 2, dtype=torch.float64)
+    with pytest.raises(PreferenceInputError, match="PairwiseSobolQMCNormalSampler"):
+        model.fantasize(Xnew, sampler=StochasticSampler(sample_shape=torch.Size([2])))
+    with pytest.raises(PreferenceInputError, match="PairwiseSobolQMCNormalSampler"):
+        model.condition_on_observations(Xnew, torch.tensor([[0.3], [1.2]], dtype=torch.float64))
+
+
+def test_knowledge_gradient_runs_with_its_default_sampler(model):
+    """qKnowledgeGradient builds a plain SobolQMCNormalSampler; with q = 2 it now works."""
+    torch.manual_seed(0)
+    acqf = qKnowledgeGradient(model, num_fantasies=3)
+    X = torch.rand(2, 2 + 3, 2, dtype=torch.float64)  # 2 q-batches of q = 2 and 3 fantasies
+    value = acqf(X)
+    assert value.shape == (2,) and bool(torch.isfinite(value).all())
+
+
+def test_test_point_validation_does_not_break_a_compiled_graph():
+    """The finiteness check reads a value back (a graph break in torch.compile); inside a
+    compiled region it is skipped, so the validation compiles to one graph."""
+    X = torch.rand(4, 3, 2)
+    explain = torch._dynamo.explain(lambda X: validate_test_points(X, 2, torch.float64) * 2)(X)
+    assert explain.graph_break_count == 0, explain.break_reasons
+    assert explain.graph_count == 1
+    Xnan = X.clone()
+    Xnan[0, 0, 0] = float("nan")
+    with pytest.raises(PreferenceInputError, match="NaN"):  # outside compile: still checked
+        validate_test_points(Xnan, 2, torch.float64)
