@@ -53,6 +53,7 @@ from botorch_pref.loop.records import (
 )
 from botorch_pref.loop.state import LoopState
 from botorch_pref.models.factories import ModelFactory
+from botorch_pref.runtime import with_problem_threads
 
 __all__ = ["PreferenceOptimizer", "Recommendation"]
 
@@ -292,6 +293,7 @@ class PreferenceOptimizer:
         return self._state.from_unit(check_designs(X, self._state.bounds))
 
     # ---------------------------------------------------------------- ask/tell
+    @with_problem_threads(lambda self: (None, self.device))
     def ask(self) -> Tensor:
         """The next query: ``q x d`` distinct designs inside ``bounds``, in user units.
 
@@ -320,6 +322,7 @@ class PreferenceOptimizer:
         acqf, q_opt, champions = self._state.acquisition(self._state.groups[0], k)
         return acqf, q_opt, None if champions is None else champions[0]
 
+    @with_problem_threads(lambda self: (None, self.device))
     def tell(
         self,
         query: Tensor,

@@ -36,6 +36,7 @@ from botorch_pref.checks import nonnegative_real
 from botorch_pref.loop.answers import Answer
 from botorch_pref.loop.config import STRATEGIES, LoopConfig, nonnegative_int, positive_int
 from botorch_pref.loop.state import LoopState
+from botorch_pref.runtime import problem_threads
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
@@ -157,6 +158,7 @@ class ReplicationResults:
         return log10_regret(self.regret_anywhere)
 
 
+@problem_threads()
 def run_replications(
     problem: str | Utility,
     strategy: str = "eubo",

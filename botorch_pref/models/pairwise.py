@@ -46,16 +46,19 @@ The full list of deliberate differences is the README's "Differences from Pairwi
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from copy import deepcopy
 from typing import Any
 
 import torch
+from botorch.fit import _fit_fallback
 from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
 from botorch.sampling.base import MCSampler
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.kernels import Kernel
 from gpytorch.means import ConstantMean
+from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.models import GP
 from torch import Tensor
 
@@ -77,7 +80,8 @@ from botorch_pref.models.data import (
 )
 from botorch_pref.models.kernels import default_covar_module, make_covar_module
 from botorch_pref.models.mode import LaplaceMode, ModeKey
-from botorch_pref.models.posterior import LaplacePosteriorMixin
+from botorch_pref.models.posterior import LaplacePosteriorMixin, problem_size
+from botorch_pref.runtime import with_problem_threads
 
 __all__ = [
     "PairwiseLaplaceGP",
@@ -385,6 +389,7 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
     def _transformed_train_inputs(self) -> Tensor:
         return self.transform_inputs(self._datapoints)
 
+    @with_problem_threads(problem_size)
     def _update_mode(self, tol: float | None = None) -> None:
         """Find the mode for the current data and hyperparameter values (no autograd)."""
         with torch.no_grad():
@@ -402,6 +407,7 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         if not self._mode.is_current(self._hyper_snapshot()):
             self._update_mode()
 
+    @with_problem_threads(problem_size)
     def laplace_evidence(self) -> Tensor:
         r"""Laplace evidence :math:`\log Z` per batch member, differentiable in hyperparameters.
 
@@ -445,6 +451,42 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         factors = self._current_factors()
         return self._mode.train_X, factors
 
+    # ------------------------------------------------------------------ fit
+    @with_problem_threads(problem_size)
+    def custom_fit(
+        self,
+        mll: MarginalLogLikelihood,
+        closure: Callable[[], tuple[Tensor, Sequence[Tensor | None]]] | None = None,
+        closure_kwargs: dict[str, Any] | None = None,
+        optimizer_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> MarginalLogLikelihood:
+        """``fit_gpytorch_mll(mll)`` for this model: BoTorch's default fit, thread-aware.
+
+        ``fit_gpytorch_mll`` hands a model with a ``custom_fit`` its arguments; this one runs
+        BoTorch's own routine (L-BFGS-B on the MAP objective, retries on failure, the same
+        options) with the model's thread setting: on a small problem, forward and backward
+        passes run on one intra-op thread (:func:`~botorch_pref.runtime.problem_threads`,
+        setting :func:`~botorch_pref.runtime.set_model_threads`).
+
+        Args:
+            mll: The objective, e.g. :class:`~botorch_pref.models.evidence.LaplaceEvidence`.
+            closure: As ``fit_gpytorch_mll``.
+            closure_kwargs: As ``fit_gpytorch_mll``.
+            optimizer_kwargs: As ``fit_gpytorch_mll``.
+            kwargs: As ``fit_gpytorch_mll`` (``optimizer``, ``max_attempts``, ...).
+
+        Returns:
+            ``mll``, in eval mode when the fit succeeded.
+        """
+        return _fit_fallback(
+            mll,
+            closure=closure,
+            closure_kwargs=closure_kwargs,
+            optimizer_kwargs=optimizer_kwargs,
+            **kwargs,
+        )
+
     # ------------------------------------------------------------ fantasize
     def fantasize(
         self,
@@ -477,6 +519,7 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         sampler = as_pairwise_sampler(sampler)
         return super().fantasize(X, sampler, observation_noise=observation_noise, **kwargs)
 
+    @with_problem_threads(problem_size)
     def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Model:
         r"""A new model with designs ``X`` appended and comparisons ``Y`` among them.
 

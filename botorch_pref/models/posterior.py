@@ -35,8 +35,17 @@ from torch.nn import Module
 
 from botorch_pref.models.data import PreferenceInputError, validate_test_points
 from botorch_pref.models.prediction import laplace_predict
+from botorch_pref.runtime import with_problem_threads
 
-__all__ = ["LaplacePosteriorMixin", "prior_constant"]
+__all__ = ["LaplacePosteriorMixin", "prior_constant", "problem_size"]
+
+
+def problem_size(model: Any) -> tuple[int, torch.device | None]:
+    """``(n, device)`` of a model's problem, for :func:`~botorch_pref.runtime.problem_threads`:
+    its number of designs and their device (``0, None`` without data)."""
+    if not model._has_data():
+        return 0, None
+    return model.n, model.datapoints.device
 
 
 def prior_constant(mean_module: Module) -> Tensor:
@@ -109,6 +118,7 @@ class LaplacePosteriorMixin:
             return self.datapoints.dtype
         return next((p.dtype for p in self.covar_module.parameters()), None)
 
+    @with_problem_threads(problem_size)
     def posterior(
         self,
         X: Tensor,
@@ -129,7 +139,9 @@ class LaplacePosteriorMixin:
 
         Returns:
             A :class:`~botorch.posteriors.gpytorch.GPyTorchPosterior` with the full joint
-            ``q x q`` covariance, differentiable in ``X``.
+            ``q x q`` covariance, differentiable in ``X``. On a small problem it is computed
+            on one intra-op thread (:func:`~botorch_pref.runtime.problem_threads`; the setting
+            is :func:`~botorch_pref.runtime.set_model_threads`).
 
         Raises:
             PreferenceInputError: for integer, boolean or complex ``X``, NaN or infinite
