@@ -84,3 +84,45 @@ def test_test_point_validation_does_not_break_a_compiled_graph():
     Xnan[0, 0, 0] = float("nan")
     with pytest.raises(PreferenceInputError, match="NaN"):  # outside compile: still checked
         validate_test_points(Xnan, 2, torch.float64)
+
+
+def test_pairwise_gps_own_kernel_fits_on_many_data_sets():
+    """PairwiseLaplaceGP(X, C, covar_module=PairwiseGP(X, C).covar_module) fits without a
+    ModelFittingError or an optimiser warning; the outputscale stays in its box prior's
+    [0.01, 100] (the MAP often lies on the upper edge with consistent answers, where the box's
+    steep tail used to stall L-BFGS)."""
+    import warnings
+
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import PairwiseGP
+
+    from botorch_pref import LaplaceEvidence
+
+    at_edge = 0
+    for seed in range(12):
+        d = 2 + seed % 3
+        X, C = random_comparisons(30, 60, d=d, noise=0.1, seed=seed)
+        model = PairwiseLaplaceGP(X, C, covar_module=PairwiseGP(X, C).covar_module)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # an L-BFGS failure warns before it raises
+            fit_gpytorch_mll(LaplaceEvidence(model.likelihood, model))
+        scale = float(model.covar_module.outputscale)
+        assert 0.01 - 1e-9 <= scale <= 100 + 1e-6, (seed, scale)
+        at_edge += scale > 99.99
+        assert bool(torch.isfinite(model.posterior(X[:3]).mean).all())
+    assert at_edge >= 3  # the case the bounds exist for occurred
+
+
+def test_box_prior_bounds_name_the_raw_outputscale():
+    from botorch.models import PairwiseGP
+
+    from botorch_pref.models.kernels import box_prior_bounds, make_covar_module
+
+    X, C = random_comparisons(10, 12, seed=0)
+    kernel = PairwiseGP(X, C).covar_module
+    ((name, (low, high)),) = box_prior_bounds(kernel, prefix="model.covar_module.").items()
+    assert name == "model.covar_module.raw_outputscale"
+    constraint = kernel.raw_outputscale_constraint
+    values = constraint.transform(torch.tensor([low, high], dtype=torch.float64))
+    torch.testing.assert_close(values, torch.tensor([0.01, 100.0], dtype=torch.float64))
+    assert box_prior_bounds(make_covar_module(2)) == {}  # the LogNormal prior: no bounds

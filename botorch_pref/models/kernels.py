@@ -23,9 +23,10 @@ import math
 import torch
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
-from gpytorch.priors import GammaPrior, LogNormalPrior
+from gpytorch.priors import GammaPrior, LogNormalPrior, SmoothedBoxPrior
+from torch.nn import Module
 
-__all__ = ["BASE_KERNELS", "default_covar_module", "make_covar_module"]
+__all__ = ["BASE_KERNELS", "box_prior_bounds", "default_covar_module", "make_covar_module"]
 
 #: The base kernels :func:`make_covar_module` offers: the RBF kernel and the Matern kernels of
 #: smoothness 5/2 and 3/2 (sample paths twice and once differentiable).
@@ -131,3 +132,40 @@ def make_covar_module(
         outputscale_prior=LogNormalPrior(math.log(10.0), 1.5),
         outputscale_constraint=GreaterThan(1e-4, initial_value=10.0, **log_scale),
     ).to(dtype)  # GPyTorch kernels ignore a dtype keyword
+
+
+def box_prior_bounds(module: Module, prefix: str = "") -> dict[str, tuple[float, float]]:
+    r"""L-BFGS-B bounds that hold outputscales with a smoothed box prior inside their box.
+
+    ``PairwiseGP``'s default kernel puts a ``SmoothedBoxPrior(a, b)`` on the outputscale: flat
+    on :math:`[a, b]`, with Gaussian tails of standard deviation ``sigma`` (0.01) outside. With
+    consistent answers the exact Laplace evidence keeps rising with the outputscale, so its
+    maximum a posteriori value lies on the box's upper edge, where the tail's curvature
+    (:math:`\sigma^{-2} = 10^4`) is many orders above the evidence's and L-BFGS's line search
+    stalls ("ABNORMAL"). As the prior is flat inside the box and all but zero outside, the MAP
+    problem is the evidence maximised over the box itself: these bounds (on the raw parameter,
+    through the constraint's inverse transform) make L-BFGS-B enforce exactly that.
+
+    Args:
+        module: The model (or a kernel).
+        prefix: Prepended to the parameter names, e.g. ``"model."`` for an MLL's parameters.
+
+    Returns:
+        ``{name of raw_outputscale: (lower, upper)}`` for every ``ScaleKernel`` whose
+        ``outputscale_prior`` is a ``SmoothedBoxPrior`` (empty when there is none).
+    """
+    bounds = {}
+    for name, kernel in module.named_modules():
+        prior = getattr(kernel, "outputscale_prior", None)
+        if not isinstance(kernel, ScaleKernel) or not isinstance(prior, SmoothedBoxPrior):
+            continue
+        constraint = kernel.raw_outputscale_constraint
+        ends = []
+        for end in (prior.a, prior.b):
+            end = end.detach().reshape(-1)[:1].to(kernel.raw_outputscale)
+            low, high = constraint.lower_bound.to(end), constraint.upper_bound.to(end)
+            raw = constraint.inverse_transform(torch.minimum(torch.maximum(end, low), high))
+            ends.append(float(raw) if bool(torch.isfinite(raw)) else None)
+        key = f"{prefix}{name}.raw_outputscale" if name else f"{prefix}raw_outputscale"
+        bounds[key] = tuple(ends)
+    return bounds

@@ -78,7 +78,11 @@ from botorch_pref.models.data import (
     validate_fantasy_comparisons,
     validate_training_data,
 )
-from botorch_pref.models.kernels import default_covar_module, make_covar_module
+from botorch_pref.models.kernels import (
+    box_prior_bounds,
+    default_covar_module,
+    make_covar_module,
+)
 from botorch_pref.models.mode import LaplaceMode, ModeKey
 from botorch_pref.models.posterior import LaplacePosteriorMixin, problem_size
 from botorch_pref.runtime import with_problem_threads
@@ -469,6 +473,12 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         passes run on one intra-op thread (:func:`~botorch_pref.runtime.problem_threads`,
         setting :func:`~botorch_pref.runtime.set_model_threads`).
 
+        An outputscale with a ``SmoothedBoxPrior`` (``PairwiseGP``'s default kernel) is held
+        inside its box by L-BFGS-B's bounds, where the prior is flat
+        (:func:`~botorch_pref.models.kernels.box_prior_bounds`): the box's steep tails would
+        otherwise stall the line search when the evidence peaks on the box's edge. Bounds the
+        caller passes in ``optimizer_kwargs`` take precedence.
+
         Args:
             mll: The objective, e.g. :class:`~botorch_pref.models.evidence.LaplaceEvidence`.
             closure: As ``fit_gpytorch_mll``.
@@ -479,6 +489,10 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         Returns:
             ``mll``, in eval mode when the fit succeeded.
         """
+        box = box_prior_bounds(self, prefix="model.")
+        if box and "optimizer" not in kwargs:  # BoTorch's default, L-BFGS-B, takes bounds
+            optimizer_kwargs = dict(optimizer_kwargs or {})
+            optimizer_kwargs["bounds"] = {**box, **(optimizer_kwargs.get("bounds") or {})}
         return _fit_fallback(
             mll,
             closure=closure,
