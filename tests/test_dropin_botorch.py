@@ -126,3 +126,25 @@ def test_box_prior_bounds_name_the_raw_outputscale():
     values = constraint.transform(torch.tensor([low, high], dtype=torch.float64))
     torch.testing.assert_close(values, torch.tensor([0.01, 100.0], dtype=torch.float64))
     assert box_prior_bounds(make_covar_module(2)) == {}  # the LogNormal prior: no bounds
+
+
+def test_default_kernel_is_pairwise_gps_and_the_loop_keeps_its_own():
+    """The model class's default kernel is PairwiseGP's (same priors, constraints, initial
+    values); the loop's factory passes its LogNormal-prior kernel explicitly."""
+    from botorch.models import PairwiseGP
+    from gpytorch.priors import LogNormalPrior, SmoothedBoxPrior
+
+    from botorch_pref.models.factories import laplace_model
+
+    X, C = random_comparisons(10, 12, d=3, seed=0)
+    ours, ref = PairwiseLaplaceGP(X, C).covar_module, PairwiseGP(X, C).covar_module
+    assert isinstance(ours.outputscale_prior, SmoothedBoxPrior)
+    mine, theirs = ours.state_dict(), ref.state_dict()
+    assert mine.keys() == theirs.keys()
+    for key in mine:
+        torch.testing.assert_close(mine[key], theirs[key])
+    for name in ("raw_outputscale_constraint", "base_kernel.raw_lengthscale_constraint"):
+        a, b = ours.get_submodule(name), ref.get_submodule(name)
+        assert type(a) is type(b) and a.enforced == b.enforced
+    loop_model, _ = laplace_model(X, C)
+    assert isinstance(loop_model.covar_module.outputscale_prior, LogNormalPrior)
