@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
         f"torch {torch.__version__}, {os.cpu_count()} CPUs, {torch.get_num_threads()} threads; "
         f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; {loadavg()}"
     )
-    with background_load(args.load), entry_threads(args.threads):
+    with background_load(args.load), entry_threads(args.threads, per_thread=True):
         for part in args.part:
             PARTS[part](args)
 

@@ -18,23 +18,24 @@ runs on the calling thread.
   block): ``"auto"`` (the default), a number of threads for every problem, or ``None`` to
   leave torch's setting alone.
 * :func:`entry_threads` applies one thread to a whole command (``botorch-pref demo``, LFPL
-  training, benchmarks) and restores the setting afterwards.
+  training, benchmarks) and restores the setting afterwards; for the whole process by
+  default, since a command's work may run in threads of its own (LFPL prepares batches in one).
 
 Both leave the setting alone when the user chose one (``OMP_NUM_THREADS`` or
 ``MKL_NUM_THREADS`` in the environment, or ``OMP_WAIT_POLICY=PASSIVE``; see
 :func:`default_threads`) and off the CPU.
 
-How the count is changed (:func:`intra_op_threads`). Where torch follows OpenMP's per-thread
-setting (its default state, as long as nobody called ``torch.set_num_threads``), the count is
-changed for the calling thread only, with OpenMP's ``omp_set_num_threads`` and MKL's
-thread-local ``MKL_Set_Num_Threads_Local``, and restored the same way: other Python threads are
-not affected, and torch stays in its default state. Calling ``torch.set_num_threads`` instead
-would switch torch, for the rest of the process, to an explicit count that every OpenMP worker
-re-applies to MKL; with two or more threads that makes MKL's batched LU inside torch's parallel
-loops fail (seen with torch 2.13's CPU build and BoTorch's ``PairwiseGP``: "Pivots given to
-lu_solve must all be greater or equal to 1" on batched posteriors). Where torch holds an
-explicit count already, or the OpenMP runtime cannot be reached, ``torch.set_num_threads``
-is used and the previous count restored.
+How the count is changed (:func:`intra_op_threads`). For the model and the loop, where torch
+follows OpenMP's per-thread setting (its default state, as long as nobody called
+``torch.set_num_threads``), the count is changed for the calling thread only, with OpenMP's
+``omp_set_num_threads`` and MKL's thread-local ``MKL_Set_Num_Threads_Local``, and restored the
+same way: other Python threads are not affected, and torch stays in its default state.
+Calling ``torch.set_num_threads`` instead would switch torch, for the rest of the process, to
+an explicit count that every OpenMP worker re-applies to MKL; with two or more threads that
+makes MKL's batched LU inside torch's parallel loops fail (seen with torch 2.13's CPU build and
+BoTorch's ``PairwiseGP``: "Pivots given to lu_solve must all be greater or equal to 1" on
+batched posteriors). Where torch holds an explicit count already, or the OpenMP runtime cannot
+be reached, ``torch.set_num_threads`` is used and the previous count restored.
 
 Sub-commands. :func:`add_command` registers a sub-command of the ``botorch-pref`` parser with its
 one-line help and its description, the same way for every command.
@@ -118,14 +119,15 @@ def _thread_local_controls() -> tuple[Callable[[int], Any], Callable[[int], int]
     return omp_set, mkl_local
 
 
-def intra_op_threads(threads: int) -> Callable[[], None]:
-    """Set the intra-op thread count for the calling thread; return what restores it.
-
-    Per thread through OpenMP and MKL where torch follows OpenMP's setting, otherwise through
-    ``torch.set_num_threads`` (module docstring).
+def intra_op_threads(threads: int, per_thread: bool = True) -> Callable[[], None]:
+    """Set the intra-op thread count; return what restores it.
 
     Args:
         threads: The number of threads, at least 1.
+        per_thread: For the calling thread only, through OpenMP and MKL, where torch follows
+            OpenMP's setting (module docstring); otherwise, and with ``False``, for the whole
+            process through ``torch.set_num_threads`` (what a command wants when its work
+            spawns threads of its own).
 
     Returns:
         A function of no arguments that restores the previous count.
@@ -133,7 +135,7 @@ def intra_op_threads(threads: int) -> Callable[[], None]:
     previous = torch.get_num_threads()  # also runs torch's per-thread initialisation first
     if threads == previous:
         return lambda: None
-    controls = _thread_local_controls()
+    controls = _thread_local_controls() if per_thread else None
     if controls is not None:
         omp_set, mkl_local = controls
         omp_set(threads)
@@ -153,7 +155,9 @@ def intra_op_threads(threads: int) -> Callable[[], None]:
 
 @contextmanager
 def entry_threads(
-    threads: int | str | None = "auto", device: torch.device | str | None = None
+    threads: int | str | None = "auto",
+    device: torch.device | str | None = None,
+    per_thread: bool = False,
 ) -> Iterator[int]:
     """Run a block with the entry points' thread default, restoring torch's count afterwards.
 
@@ -161,6 +165,8 @@ def entry_threads(
         threads: ``"auto"`` (:func:`default_threads`), a positive number of threads, or
             ``None`` to leave torch's setting alone.
         device: The device of the work (``"auto"`` changes nothing off the CPU).
+        per_thread: Change the calling thread's count only (:func:`intra_op_threads`); the
+            default changes the whole process's, for commands whose work spawns threads.
 
     Yields:
         The intra-op thread count in effect inside the block.
@@ -175,7 +181,7 @@ def entry_threads(
     if threads is None:
         yield torch.get_num_threads()
         return
-    restore = intra_op_threads(threads)
+    restore = intra_op_threads(threads, per_thread)
     try:
         yield threads
     finally:
@@ -247,7 +253,7 @@ def problem_threads(
         threads = default_threads(device) if small else None
     elif device is not None and torch.device(device).type != "cpu":
         threads = None
-    with entry_threads(threads, device) as count:
+    with entry_threads(threads, device, per_thread=True) as count:
         yield count
 
 

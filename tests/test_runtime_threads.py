@@ -96,6 +96,15 @@ SCRIPT = textwrap.dedent(
     for _ in range(2):
         opt.tell(opt.ask(), 0)
     assert torch.get_num_threads() == before, (before, torch.get_num_threads())
+    # the model's setting is the calling thread's: another thread keeps torch's count
+    import threading
+    from botorch_pref.runtime import problem_threads
+    seen = []
+    with problem_threads(10) as inside:
+        probe = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+        probe.start()
+        probe.join()
+    assert inside == 1 and seen == [before], (inside, seen, before)
     post = PairwiseGP(X, C).posterior(torch.rand(100, 2, 2, dtype=torch.float64))
     assert bool(torch.isfinite(post.mean).all())
     print("ok", before)
@@ -104,7 +113,8 @@ SCRIPT = textwrap.dedent(
 
 
 def test_pairwise_gp_batched_posterior_still_works_after_our_calls():
-    """Restoring the count must not switch torch to an explicit thread count: after
+    """The model's setting applies to the calling thread only, and restoring the count must
+    not switch torch to an explicit thread count: after
     ``torch.set_num_threads(2)`` this torch build's MKL fails PairwiseGP's batched posterior
     ("Pivots given to lu_solve ..."). A fresh process, so that no other test's setting leaks in."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
