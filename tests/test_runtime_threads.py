@@ -117,7 +117,8 @@ def test_pairwise_gp_batched_posterior_still_works_after_our_calls():
     not switch torch to an explicit thread count: after
     ``torch.set_num_threads(2)`` this torch build's MKL fails PairwiseGP's batched posterior
     ("Pivots given to lu_solve ..."). A fresh process, so that no other test's setting leaks in."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    user = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")
+    env = {k: v for k, v in os.environ.items() if k not in user}
     env["PYTHONPATH"] = ROOT
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True
