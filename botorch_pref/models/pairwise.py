@@ -46,19 +46,14 @@ The full list of deliberate differences is the README's "Differences from Pairwi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from copy import deepcopy
 from typing import Any
 
 import torch
-from botorch.fit import _fit_fallback
 from botorch.models.model import FantasizeMixin, Model
 from botorch.models.transforms.input import InputTransform
-from botorch.sampling.base import MCSampler
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.kernels import Kernel
 from gpytorch.means import ConstantMean
-from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.models import GP
 from torch import Tensor
 
@@ -66,20 +61,19 @@ from botorch_pref.data.preferences import PreferenceData, PreferenceDataError
 from botorch_pref.inference.engine import LaplaceEngine, LaplaceFactors
 from botorch_pref.inference.newton import Form, fit_tolerance
 from botorch_pref.likelihoods import PairwiseLikelihood
-from botorch_pref.models.compat import as_likelihood, as_pairwise_sampler, ranking_dataset_inputs
+from botorch_pref.models.compat import as_likelihood, ranking_dataset_inputs
 from botorch_pref.models.data import (
     PreferenceInputError,
-    append_comparisons,
     build_engine,
     check_inference,
     check_solver_options,
     check_unchanged,
     expand_comparisons,
-    validate_fantasy_comparisons,
     validate_training_data,
 )
+from botorch_pref.models.fantasy import FantasyMixin
+from botorch_pref.models.fitting import FitMixin
 from botorch_pref.models.kernels import (
-    box_prior_bounds,
     default_covar_module,
     make_covar_module,
 )
@@ -96,14 +90,16 @@ __all__ = [
 ]
 
 
-class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
+class PairwiseLaplaceGP(FitMixin, FantasyMixin, LaplacePosteriorMixin, Model, GP, FantasizeMixin):
     r"""Preference GP with a pairwise likelihood and the Laplace approximation.
 
     Prior :math:`g \sim GP(0, k)`; an answer ``(v, u)`` ("v beat u") has probability
     :math:`F((g(x_v) - g(x_u)) / s)` (:mod:`botorch_pref.likelihoods`); the posterior is the
     Laplace approximation at the mode (module docstring). Predictions (``posterior``,
     ``forward``, ``preference_probability``) are those of
-    :class:`~botorch_pref.models.posterior.LaplacePosteriorMixin`.
+    :class:`~botorch_pref.models.posterior.LaplacePosteriorMixin`, fantasies
+    (``condition_on_observations``, ``fantasize``) those of
+    :class:`~botorch_pref.models.fantasy.FantasyMixin`.
 
     Example:
         >>> X = torch.rand(10, 2, dtype=torch.float64)
@@ -454,127 +450,6 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
             raise RuntimeError("The model has no data.")
         factors = self._current_factors()
         return self._mode.train_X, factors
-
-    # ------------------------------------------------------------------ fit
-    @with_problem_threads(problem_size)
-    def custom_fit(
-        self,
-        mll: MarginalLogLikelihood,
-        closure: Callable[[], tuple[Tensor, Sequence[Tensor | None]]] | None = None,
-        closure_kwargs: dict[str, Any] | None = None,
-        optimizer_kwargs: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> MarginalLogLikelihood:
-        """``fit_gpytorch_mll(mll)`` for this model: BoTorch's default fit, thread-aware.
-
-        ``fit_gpytorch_mll`` hands a model with a ``custom_fit`` its arguments; this one runs
-        BoTorch's own routine (L-BFGS-B on the MAP objective, retries on failure, the same
-        options) with the model's thread setting: on a small problem, forward and backward
-        passes run on one intra-op thread (:func:`~botorch_pref.runtime.problem_threads`,
-        setting :func:`~botorch_pref.runtime.set_model_threads`).
-
-        An outputscale with a ``SmoothedBoxPrior`` (``PairwiseGP``'s default kernel) is held
-        inside its box by L-BFGS-B's bounds, where the prior is flat
-        (:func:`~botorch_pref.models.kernels.box_prior_bounds`): the box's steep tails would
-        otherwise stall the line search when the evidence peaks on the box's edge. Bounds the
-        caller passes in ``optimizer_kwargs`` take precedence.
-
-        Args:
-            mll: The objective, e.g. :class:`~botorch_pref.models.evidence.LaplaceEvidence`.
-            closure: As ``fit_gpytorch_mll``.
-            closure_kwargs: As ``fit_gpytorch_mll``.
-            optimizer_kwargs: As ``fit_gpytorch_mll``.
-            kwargs: As ``fit_gpytorch_mll`` (``optimizer``, ``max_attempts``, ...).
-
-        Returns:
-            ``mll``, in eval mode when the fit succeeded.
-        """
-        box = box_prior_bounds(self, prefix="model.")
-        if box and "optimizer" not in kwargs:  # BoTorch's default, L-BFGS-B, takes bounds
-            optimizer_kwargs = dict(optimizer_kwargs or {})
-            optimizer_kwargs["bounds"] = {**box, **(optimizer_kwargs.get("bounds") or {})}
-        return _fit_fallback(
-            mll,
-            closure=closure,
-            closure_kwargs=closure_kwargs,
-            optimizer_kwargs=optimizer_kwargs,
-            **kwargs,
-        )
-
-    # ------------------------------------------------------------ fantasize
-    def fantasize(
-        self,
-        X: Tensor,
-        sampler: MCSampler,
-        observation_noise: Tensor | None = None,
-        **kwargs: Any,
-    ) -> PairwiseLaplaceGP:
-        r"""A fantasy model conditioned on comparisons among ``X`` drawn from the posterior.
-
-        As BoTorch's ``Model.fantasize`` with a pairwise sampler: utilities at the ``q`` rows of
-        ``X`` are drawn from the posterior and the comparisons they imply are appended
-        (:meth:`condition_on_observations`). BoTorch's ``PairwiseSobolQMCNormalSampler`` and
-        ``PairwiseIIDNormalSampler`` are used as given; a standard ``SobolQMCNormalSampler`` or
-        ``IIDNormalSampler`` (what BoTorch's acquisition functions build by default) is taken
-        as its pairwise counterpart with the same sample shape and seed
-        (:func:`~botorch_pref.models.compat.as_pairwise_sampler`), where ``PairwiseGP`` would
-        fail on real-valued fantasies.
-
-        Args:
-            X: ``batch_shape x q x d`` fantasy designs (``q >= 2``).
-            sampler: The sampler.
-            observation_noise: Ignored by the posterior (the answer noise acts on
-                comparisons); passed on as in BoTorch.
-            kwargs: Passed to :meth:`condition_on_observations`.
-
-        Returns:
-            The fantasy model, with batch shape ``sample_shape x batch_shape``.
-        """
-        sampler = as_pairwise_sampler(sampler)
-        return super().fantasize(X, sampler, observation_noise=observation_noise, **kwargs)
-
-    @with_problem_threads(problem_size)
-    def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Model:
-        r"""A new model with designs ``X`` appended and comparisons ``Y`` among them.
-
-        As in ``PairwiseGP``, ``Y`` holds integer comparisons (``batch x m' x 2``) that index the
-        rows of ``X``; they are shifted past the existing datapoints. The new model is
-        warm-started from this one's mode.
-
-        Args:
-            X: ``batch_shape x n' x d`` new designs (untransformed).
-            Y: ``batch_shape x m' x 2`` comparisons among the rows of ``X``.
-
-        Returns:
-            The conditioned (deep-copied) model.
-
-        Raises:
-            PreferenceInputError: (a ``ValueError`` and a ``RuntimeError``) for non-pairwise
-                or invalid ``Y``; this model is left unchanged.
-        """
-        if not torch.is_tensor(X) or X.dim() < 2:
-            raise PreferenceInputError(f"X must be a batch_shape x n' x d tensor, got {X!r:.80}.")
-        validate_fantasy_comparisons(Y, X.shape[-2])
-        if self._has_data() and X.shape[-1] != self.dim:
-            raise PreferenceInputError(
-                f"X has {X.shape[-1]} input dimensions, the model's data have {self.dim}."
-            )
-        new_model = deepcopy(self)
-        if not self._has_data():
-            new_model.set_train_data(X, Y, update_model=True)
-            return new_model
-        batch = torch.broadcast_shapes(Y.shape[:-2], X.shape[:-2], self.batch_shape)
-        old_X = self._datapoints.expand(*batch, *self._datapoints.shape[-2:])
-        new_X = torch.cat([old_X, X.to(old_X).expand(*batch, *X.shape[-2:])], dim=-2)
-        new_C = append_comparisons(self._comparisons, Y, self.n, batch)
-        # warm start: old rows keep their indices, broadcast over the new batch
-        self._ensure_current()
-        warm = self._laplace().warm_start(new_X.shape[-2])
-        new_model._mode = None  # no warm start from the copied data: the one below is better
-        new_model.set_train_data(new_X, new_C, update_model=False)
-        new_model._mode.warm = warm.expand(self.batch_shape, batch)
-        new_model._update_mode()
-        return new_model
 
     @classmethod
     def construct_inputs(cls, training_data: SupervisedDataset, **kwargs: Any) -> dict[str, Any]:
