@@ -189,10 +189,11 @@ def entry_threads(
 
 
 #: The largest problem (number of designs) that :func:`problem_threads` runs on one intra-op
-#: thread under the ``"auto"`` setting. Measured with ``benchmarks/botorch_parity.py --part
-#: crossover`` (``fit_gpytorch_mll`` and a batched posterior, one thread against two, on a
-#: 2-core machine).
-SMALL_PROBLEM_DESIGNS = 1000
+#: thread under the ``"auto"`` setting: the largest size measured, at which one thread was
+#: still faster than two (``benchmarks/botorch_parity.py --part crossover``: our
+#: ``fit_gpytorch_mll`` and a 256 x 2 batched posterior at n = 100 ... 1500 designs, m = 3n,
+#: on the shared 2-core machine, where one thread was faster at every size measured).
+SMALL_PROBLEM_DESIGNS = 1500
 
 _MODEL_THREADS: list[int | str | None] = ["auto"]
 
