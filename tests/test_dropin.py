@@ -376,19 +376,47 @@ def test_bad_comparisons_raise_an_error_both_kinds_of_caller_catch():
 
 
 # ----------------------------------------------------------------- 9. mixed dtypes
-def test_mixed_dtypes_in_posterior_raise_a_clear_error():
-    """A float32 model asked about float64 points (or the reverse) names both dtypes."""
+def test_test_points_of_another_float_dtype_are_cast_as_pairwise_gp():
+    """PairwiseGP casts test points to its training dtype; so does the model (float32 bounds
+    built with torch.zeros(d), as BoTorch's tutorials do, must work on a float64 model)."""
     X, C = random_comparisons(8, 10, seed=13, dtype=torch.float32)
-    model = PairwiseLaplaceGP(X, C)
-    with pytest.raises(PreferenceInputError, match=r"float64.*float32|float32.*float64"):
-        model.posterior(X.double())
+    model32 = PairwiseLaplaceGP(X, C)
     model64 = PairwiseLaplaceGP(X.double(), C)
-    with pytest.raises(RuntimeError, match="dtype"):
-        model64.posterior(X)
+    ref = PairwiseGP(X.double(), C)
+    Xt = torch.rand(3, 4, 2, generator=torch.Generator().manual_seed(0))
+    for model, dtype in ((model64, torch.float64), (model32, torch.float32)):
+        other = Xt.double() if dtype == torch.float32 else Xt
+        post, same = model.posterior(other), model.posterior(Xt.to(dtype))
+        assert post.mean.dtype == dtype
+        torch.testing.assert_close(post.mean, same.mean)
+        torch.testing.assert_close(post.variance, same.variance)
+    assert ref.posterior(Xt).mean.dtype == torch.float64  # BoTorch's behaviour, matched
+    # the cast is differentiable: gradients reach float32 points through a float64 model
+    Xg = Xt.clone().requires_grad_(True)
+    model64.posterior(Xg).mean.sum().backward()
+    assert Xg.grad is not None and Xg.grad.dtype == torch.float32
     prior = PairwiseLaplaceGP(None, None)  # float64 default kernel
-    with pytest.raises(RuntimeError, match="dtype"):
-        prior.posterior(X)
-    assert model.posterior(X).mean.dtype == torch.float32
+    assert prior.posterior(Xt).mean.dtype == torch.float64
+
+
+def test_non_float_or_non_finite_test_points_raise_a_clear_error():
+    """Integer, boolean and complex points are refused (not cast), as are NaN and infinity."""
+    X, C = random_comparisons(8, 10, seed=13)
+    model = PairwiseLaplaceGP(X, C)
+    for bad in (
+        torch.ones(3, 2, dtype=torch.long),
+        torch.ones(3, 2, dtype=torch.bool),
+        torch.ones(3, 2, dtype=torch.complex128),
+    ):
+        with pytest.raises(PreferenceInputError, match=f"real floating-point.*{bad.dtype}"):
+            model.posterior(bad)
+    for value in (float("nan"), float("inf")):
+        Xb = torch.rand(3, 2, dtype=torch.float32)
+        Xb[1, 0] = value
+        with pytest.raises(PreferenceInputError, match="NaN or infinite"):
+            model.posterior(Xb)
+    with pytest.raises(PreferenceInputError, match="input dimensions"):
+        model.posterior(torch.rand(3, 5))
 
 
 # ----------------------------------------------------------------- found on the way: dim

@@ -107,7 +107,8 @@ def test_ep_batched_members_with_padding_equal_separate_models():
         single = PairwiseLaplaceGP(X, C, inference="ep").eval()
         single.laplace_evidence().backward()
         single_grad = single.covar_module.base_kernel.raw_lengthscale.grad
-        torch.testing.assert_close(grad[r], single_grad, atol=1e-7, rtol=1e-6)
+        # EP stops at its tolerance, batched and alone after different sweeps
+        torch.testing.assert_close(grad[r], single_grad, atol=1e-6, rtol=1e-5)
         ref = single.posterior(Xt[r])
         torch.testing.assert_close(post.mean[r], ref.mean, atol=1e-7, rtol=1e-6)
         torch.testing.assert_close(

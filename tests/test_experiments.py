@@ -120,7 +120,7 @@ def test_fit_evidence_batched_matches_separate_fits():
     batch = PairwiseLaplaceGP(X, C, covar_module=make_covar_module(2, batch_shape=torch.Size([3])))
     fit_evidence_batched(batch)
     for i, (Xi, Ci) in enumerate(datasets):
-        single = PairwiseLaplaceGP(Xi, Ci)
+        single = PairwiseLaplaceGP(Xi, Ci, covar_module=make_covar_module(2))
         fit_gpytorch_mll(LaplaceEvidence(single.likelihood, single))
         torch.testing.assert_close(
             batch.covar_module.base_kernel.lengthscale[i].log(),

@@ -64,7 +64,7 @@ def test_pairwisegp_runs_replay_and_leave_numpy_global_generator_alone():
 
 def test_box_kernel_outputscale_prior_is_flat_where_the_default_pulls_down():
     from botorch_pref.loop import box_covar_module
-    from botorch_pref.models.pairwise import default_covar_module
+    from botorch_pref.models.kernels import make_covar_module
 
     grid = torch.logspace(-1, 2.5, 701, dtype=DT)
 
@@ -86,7 +86,7 @@ def test_box_kernel_outputscale_prior_is_flat_where_the_default_pulls_down():
     assert float(loop[grid > 150].max()) < float(loop[inside].min()) - 1.0
     # The default kernel's LogNormal(log 10, 1.5) density peaks at 10 exp(-1.5^2) ~ 1.05 and
     # costs half a nat between outputscales 1.5 and 5.
-    default = log_prior(default_covar_module(2))
+    default = log_prior(make_covar_module(2))
     assert float(grid[default.argmax()]) == pytest.approx(1.054, rel=0.02)
     at = lambda v: float(default[(grid - v).abs().argmin()])  # noqa: E731
     assert at(1.5) - at(5.0) > 0.4
@@ -94,8 +94,6 @@ def test_box_kernel_outputscale_prior_is_flat_where_the_default_pulls_down():
 
 def test_box_model_fits_a_larger_outputscale_to_consistent_answers():
     from botorch.fit import fit_gpytorch_mll
-
-    from botorch_pref import LaplaceEvidence
 
     g = torch.Generator().manual_seed(3)
     X = torch.rand(60, 2, dtype=DT, generator=g)
@@ -106,8 +104,8 @@ def test_box_model_fits_a_larger_outputscale_to_consistent_answers():
     C = torch.where(first.unsqueeze(-1), pairs, pairs.flip(-1))
     model, mll = laplace_box_model(X, C)
     fit_gpytorch_mll(mll)
-    default = PairwiseLaplaceGP(X, C)
-    fit_gpytorch_mll(LaplaceEvidence(default.likelihood, default))
+    default, default_mll = laplace_model(X, C)  # the loop's default: the LogNormal prior
+    fit_gpytorch_mll(default_mll)
     loop_os = model.covar_module.outputscale.item()
     default_os = default.covar_module.outputscale.item()
     assert loop_os > 1.5 * default_os, (loop_os, default_os)

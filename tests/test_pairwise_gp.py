@@ -23,6 +23,7 @@ from botorch.sampling.pairwise_samplers import PairwiseSobolQMCNormalSampler
 from gpytorch.kernels import AdditiveKernel, ConstantKernel, RBFKernel, ScaleKernel
 
 from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP, PairwiseProbit, PreferenceDataError
+from botorch_pref.models.kernels import make_covar_module
 
 from .helpers import random_comparisons
 
@@ -300,7 +301,10 @@ def test_float32_beyond_its_range_says_so_and_names_the_remedy():
     X = torch.rand(10, 1, generator=g, dtype=torch.float64)
     C = torch.tensor([[2, 0], [6, 0], [0, 7], [0, 9]])
     for dtype in (torch.float64, torch.float32):
-        model = PairwiseLaplaceGP(X, C, likelihood=PairwiseProbit(noise_std=0.01))
+        kernel = make_covar_module(1)  # unbounded outputscale (PairwiseGP's stops at 200)
+        model = PairwiseLaplaceGP(
+            X, C, likelihood=PairwiseProbit(noise_std=0.01), covar_module=kernel
+        )
         model.covar_module.base_kernel.lengthscale = 0.05
         model.covar_module.outputscale = 1000.0
         model.to(dtype)
@@ -428,7 +432,6 @@ def test_posterior_rejects_bad_test_points(data):
 def test_posterior_follows_a_replaced_likelihood_noise_level_or_kernel(data):
     """The cached mode is found again when what it depends on changes, not only when a
     parameter's value does: each change gives the posterior of a model built with it."""
-    from botorch_pref import PairwiseProbit
     from botorch_pref.models.kernels import make_covar_module
 
     X, C = data
@@ -469,7 +472,7 @@ def test_to_moves_the_data_with_the_hyperparameters(data):
         got = model.posterior(Xt)
         torch.testing.assert_close(got.mean, want.mean)
         torch.testing.assert_close(got.variance, want.variance)
-    with pytest.raises(RuntimeError, match=r"cast X \(X.to\(torch.float64\)\) first"):
+    with pytest.raises(RuntimeError, match=r"cast it with X.to\(torch.float64\)"):
         model.posterior(torch.zeros(2, X.shape[-1], dtype=torch.long))
 
 

@@ -25,17 +25,34 @@ experiment itself (the objective is the preference metric, and Ax picks
 ``PE_EXPERIMENT`` auxiliary experiment of the main one, whose ``PreferenceOptimizationConfig``
 makes the acquisition use ``LearnedObjective(pref_model=<the preference submodel>)``.
 
+The model list. Ax's ``use_model_list`` answers "yes" whenever ``metric_to_model_configs`` is
+set, and a ``RankingDataset``'s ``Y`` (ranks, ``m x 2``) never looks like one outcome, so in
+step 1's route the surrogate's model is a one-member ``ModelList``. Acquisition functions that
+want the preference model itself then fail on the list: analytic EUBO with "'ModelList' object
+has no attribute 'datapoints'", ``qLogNoisyExpectedImprovement`` with "scalarize_posterior only
+works with a PosteriorList if each sub-posterior has q=1" (``PairwiseGP`` placed by the same
+route fails the same way; Ax's own preference adapter avoids the list only because a
+``RankingDataset`` outside ``metric_to_model_configs`` falls back to ``PairwiseGP``, so no other
+class can get there). :class:`PreferenceSurrogate` is Ax's ``Surrogate`` with one change: after
+fitting a single preference dataset it holds the fitted model itself, not the one-member list;
+on the preference experiment (preference exploration, preferential BO) use it through
+:func:`preference_surrogate` or :func:`get_preference_adapter`, and every BoTorch preference
+acquisition (qEUBO, analytic EUBO, qLogNEI on the utility) works. A BOPE main experiment (several
+datasets) keeps Ax's model list, where ``LearnedObjective`` takes the preference model by name.
+
 This module registers :class:`~botorch_pref.models.pairwise.PairwiseLaplaceGP` with
 ``fit_botorch_model`` (on import), and gives the configs that put it in step 1
-(:func:`preference_model_config`, :func:`preference_surrogate_spec`) and a preference adapter
-(:func:`get_preference_adapter`, Ax's own hard-codes ``PairwiseGP``). Its ``construct_inputs``
-(step 3) is the model's own.
+(:func:`preference_model_config`, :func:`preference_surrogate_spec`), the surrogate
+(:func:`preference_surrogate`) and a preference adapter (:func:`get_preference_adapter`, Ax's
+own hard-codes ``PairwiseGP``). Its ``construct_inputs`` (step 3) is the model's own.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ax.adapter.torch import TorchAdapter
@@ -47,27 +64,33 @@ from ax.core.generator_run import GeneratorRun
 from ax.core.metric import Metric
 from ax.core.objective import Objective
 from ax.core.optimization_config import OptimizationConfig
+from ax.core.search_space import SearchSpaceDigest
 from ax.exceptions.core import DataRequiredError
 from ax.generators.torch.botorch_modular.generator import BoTorchGenerator
-from ax.generators.torch.botorch_modular.surrogate import ModelConfig, SurrogateSpec
+from ax.generators.torch.botorch_modular.surrogate import ModelConfig, Surrogate, SurrogateSpec
 from ax.generators.torch.botorch_modular.utils import fit_botorch_model
 from ax.utils.common.constants import Keys
+from botorch.acquisition import AcquisitionFunction
 from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
-from botorch.models.model import Model
+from botorch.models.model import Model, ModelList
 from botorch.models.transforms.input import Normalize
+from botorch.utils.datasets import RankingDataset, SupervisedDataset
 from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood
+from torch import Tensor
 
 from botorch_pref.models.evidence import LaplaceEvidence
 from botorch_pref.models.pairwise import PairwiseLaplaceGP
 
 __all__ = [
     "PREFERENCE_METRIC",
+    "PreferenceSurrogate",
     "add_comparison",
     "fit_pairwise_laplace_gp",
     "get_preference_adapter",
     "get_preference_model",
     "preference_model_config",
+    "preference_surrogate",
     "preference_surrogate_spec",
 ]
 
@@ -143,9 +166,10 @@ def preference_surrogate_spec(
 ) -> SurrogateSpec:
     """A ``SurrogateSpec`` whose preference data (``"pairwise_pref_query"``) get our model.
 
-    Use it for the preference experiment (preference exploration, preferential BO) and for a
-    BOPE experiment with a preference profile: outcome metrics keep ``kwargs``' model configs
-    (Ax's defaults when none).
+    Use it for a BOPE experiment with a preference profile (outcome metrics keep ``kwargs``'
+    model configs, Ax's defaults when none), and, wrapped in :func:`preference_surrogate`, for
+    the preference experiment itself: a bare ``SurrogateSpec`` there leaves the model in a
+    one-member ``ModelList``, on which analytic EUBO and qLogNEI fail (module docstring).
 
     Args:
         model_config: The preference model's config; default :func:`preference_model_config`.
@@ -172,18 +196,78 @@ def preference_surrogate_spec(
     return SurrogateSpec(metric_to_model_configs=configs, **kwargs)
 
 
+class PreferenceSurrogate(Surrogate):
+    """Ax's ``Surrogate`` that holds a single preference dataset's model itself, not in a
+    one-member ``ModelList`` (module docstring).
+
+    Everything else is Ax's: model selection, ``construct_inputs``, fitting, state dicts (a
+    state dict of the bare model, as ``adapter.generator.surrogate.model.state_dict()`` gives
+    it, is accepted where Ax would expect the list's ``models.0.`` keys).
+    """
+
+    def fit(
+        self,
+        datasets: Sequence[SupervisedDataset],
+        search_space_digest: SearchSpaceDigest,
+        candidate_metadata: list | None = None,
+        state_dict: Mapping[str, Tensor] | None = None,
+        refit: bool = True,
+        repeat_model_selection_if_dataset_changed: bool = True,
+    ) -> None:
+        """Ax's ``Surrogate.fit``; then a one-member model list of a preference dataset is
+        replaced by its model. Arguments as Ax's."""
+        single = len(datasets) == 1 and isinstance(datasets[0], RankingDataset)
+        if (
+            single
+            and state_dict is not None
+            and not any(k.startswith("models.") for k in state_dict)
+        ):
+            state_dict = OrderedDict((f"models.0.{k}", v) for k, v in state_dict.items())
+        super().fit(
+            datasets,
+            search_space_digest,
+            candidate_metadata=candidate_metadata,
+            state_dict=state_dict,
+            refit=refit,
+            repeat_model_selection_if_dataset_changed=repeat_model_selection_if_dataset_changed,
+        )
+        if single and isinstance(self._model, ModelList) and len(self._model.models) == 1:
+            self._model = self._model.models[0]
+
+
+def preference_surrogate(model_config: ModelConfig | None = None, **kwargs: Any) -> Surrogate:
+    """A :class:`PreferenceSurrogate` whose preference data get our model.
+
+    For a generator of its own, e.g. ``BoTorchGenerator(surrogate=preference_surrogate(),
+    botorch_acqf_class=AnalyticExpectedUtilityOfBestOption)`` in a ``TorchAdapter`` over the
+    preference experiment.
+
+    Args:
+        model_config: The preference model's config; default :func:`preference_model_config`.
+        kwargs: Further ``SurrogateSpec`` fields.
+
+    Returns:
+        The surrogate.
+    """
+    return PreferenceSurrogate(surrogate_spec=preference_surrogate_spec(model_config, **kwargs))
+
+
 def get_preference_adapter(
     experiment: Experiment,
     data: Data,
     model_config: ModelConfig | None = None,
+    botorch_acqf_class: type[AcquisitionFunction] | None = None,
 ) -> TorchAdapter:
     """A fitted ``TorchAdapter`` over a preference experiment, with :class:`PairwiseLaplaceGP`.
 
     The counterpart of Ax's ``ax.utils.preference.preference_utils.get_preference_adapter``
     (which always builds ``PairwiseGP``): same data handling (no Ax transforms, only the
-    preference metric is modelled), our model in the surrogate. ``adapter.gen(n=2)`` then
-    proposes the next pair with ``qExpectedUtilityOfBestOption``, and
-    ``adapter.generator.surrogate.model`` holds the fitted model.
+    preference metric is modelled), our model in a :class:`PreferenceSurrogate`.
+    ``adapter.gen(n=2)`` then proposes the next pair with ``botorch_acqf_class`` (Ax picks
+    ``qExpectedUtilityOfBestOption`` when it is ``None``; analytic EUBO takes
+    ``model_gen_options={"optimizer_kwargs": {"sequential": False}}`` and ``n=2``), and
+    ``adapter.generator.surrogate.model`` is the fitted :class:`PairwiseLaplaceGP` itself
+    (also :func:`get_preference_model`).
 
     Args:
         experiment: The preference experiment: its parameters are what is compared (outcome
@@ -191,6 +275,9 @@ def get_preference_adapter(
             ``"pairwise_pref_query"`` metric (1 for the preferred arm, 0 for the other).
         data: The preference data (``experiment.lookup_data()``).
         model_config: The model config; default :func:`preference_model_config`.
+        botorch_acqf_class: The acquisition function class, e.g.
+            ``AnalyticExpectedUtilityOfBestOption`` or ``qLogNoisyExpectedImprovement``;
+            ``None`` lets Ax choose.
 
     Returns:
         The fitted adapter.
@@ -208,7 +295,7 @@ def get_preference_adapter(
             f"No preference data available ({PREFERENCE_METRIC!r} rows). At least one pairwise "
             "comparison is required to fit the preference model."
         )
-    spec = preference_surrogate_spec(model_config)
+    surrogate = preference_surrogate(model_config)
     metric = Metric(name=PREFERENCE_METRIC)
     if PREFERENCE_METRIC not in experiment.metrics:
         experiment.add_tracking_metric(metric)
@@ -218,14 +305,14 @@ def get_preference_adapter(
         data=data,
         optimization_config=OptimizationConfig(objective=Objective(metric=metric, minimize=False)),
         fit_tracking_metrics=False,
-        generator=BoTorchGenerator(surrogate_spec=spec),
+        generator=BoTorchGenerator(surrogate=surrogate, botorch_acqf_class=botorch_acqf_class),
         transforms=[],
     )
 
 
 def get_preference_model(adapter: TorchAdapter) -> Model:
     """The fitted preference model of an adapter (of a preference experiment, or of a BOPE
-    experiment with a preference profile), unwrapped from Ax's model list.
+    experiment with a preference profile, where it is one member of Ax's model list).
 
     Args:
         adapter: A fitted ``TorchAdapter`` with a ``BoTorchGenerator``.

@@ -54,6 +54,7 @@ from botorch_pref.loop.history import (
 from botorch_pref.loop.hyperparameters import Hyperparameters
 from botorch_pref.loop.policy import CONFIG_SETTINGS, QueryPolicy, configure
 from botorch_pref.loop.state import LoopState
+from botorch_pref.runtime import with_problem_threads
 
 __all__ = ["PreferenceOptimizer", "Recommendation"]
 
@@ -224,6 +225,7 @@ class PreferenceOptimizer:
         return self._state.from_unit(check_designs(X, self._state.bounds))
 
     # ---------------------------------------------------------------- ask/tell
+    @with_problem_threads(lambda self: (None, self.device))
     def ask(self) -> Tensor:
         """The next query: ``q x d`` distinct designs inside ``bounds``, in user units.
 
@@ -257,6 +259,7 @@ class PreferenceOptimizer:
         acqf, q_opt, champions, _ = self._state.acquisition(self._state.groups[0], k)
         return acqf, q_opt, None if champions is None else champions[0]
 
+    @with_problem_threads(lambda self: (None, self.device))
     def tell(
         self,
         query: Tensor,

@@ -37,6 +37,7 @@ from botorch_pref.loop.answers import Answer
 from botorch_pref.loop.config import LoopConfig, nonnegative_int, positive_int
 from botorch_pref.loop.policy import STRATEGIES, QueryPolicy, configure
 from botorch_pref.loop.state import LoopState
+from botorch_pref.runtime import problem_threads
 from botorch_pref.test_functions import Utility, get_utility
 from botorch_pref.users import SimulatedUser, calibrate_noise
 
@@ -160,6 +161,7 @@ class ReplicationResults:
         return log10_regret(self.regret_anywhere)
 
 
+@problem_threads()
 def run_replications(
     problem: str | Utility,
     strategy: str | None = None,

@@ -2,8 +2,9 @@
 takes them.
 
 The model is a drop-in for :class:`botorch.models.PairwiseGP`, so it accepts what BoTorch and Ax
-hand that class: BoTorch's pairwise likelihoods (:func:`as_likelihood`) and a
-``RankingDataset`` through ``construct_inputs`` (:func:`ranking_dataset_inputs`).
+hand that class: BoTorch's pairwise likelihoods (:func:`as_likelihood`), a ``RankingDataset``
+through ``construct_inputs`` (:func:`ranking_dataset_inputs`), and BoTorch's standard normal
+samplers in ``fantasize`` (:func:`as_pairwise_sampler`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,18 @@ from botorch.models.likelihoods.pairwise import (
     PairwiseLogitLikelihood,
     PairwiseProbitLikelihood,
 )
+from botorch.sampling.base import MCSampler
+from botorch.sampling.normal import IIDNormalSampler, SobolQMCNormalSampler
+from botorch.sampling.pairwise_samplers import (
+    PairwiseIIDNormalSampler,
+    PairwiseMCSampler,
+    PairwiseSobolQMCNormalSampler,
+)
 from botorch.utils.datasets import RankingDataset, SupervisedDataset
 
 from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseLogit, PairwiseProbit
 
-__all__ = ["CONSTRUCT_OPTIONS", "as_likelihood", "ranking_dataset_inputs"]
+__all__ = ["CONSTRUCT_OPTIONS", "as_likelihood", "as_pairwise_sampler", "ranking_dataset_inputs"]
 
 #: The constructor options ``construct_inputs`` passes through besides the dataset.
 CONSTRUCT_OPTIONS = ("form", "tol", "max_iter")
@@ -102,3 +110,34 @@ def ranking_dataset_inputs(training_data: SupervisedDataset, **kwargs: Any) -> d
         )
     comparisons = torch.gather(indices, -1, ranks)
     return {"datapoints": training_data._X.values, "comparisons": comparisons, **kwargs}
+
+
+#: BoTorch's standard normal samplers and their pairwise counterparts.
+_PAIRWISE_SAMPLERS = {
+    SobolQMCNormalSampler: PairwiseSobolQMCNormalSampler,
+    IIDNormalSampler: PairwiseIIDNormalSampler,
+}
+
+
+def as_pairwise_sampler(sampler: MCSampler) -> MCSampler:
+    """The sampler ``fantasize`` should use: one that draws comparisons, not utilities.
+
+    A preference model's observations are comparisons, so its fantasies must be too. BoTorch's
+    ``PairwiseSobolQMCNormalSampler`` (``PairwiseIIDNormalSampler``) draws utilities at the
+    ``q`` fantasy designs with the base sampler and returns the comparisons they imply. A plain
+    ``SobolQMCNormalSampler`` (``IIDNormalSampler``), which BoTorch's acquisition functions
+    build by default, is replaced by its pairwise counterpart with the same ``sample_shape`` and
+    seed (all pairs among the ``q`` designs compared); other samplers are returned unchanged.
+
+    Args:
+        sampler: The sampler handed to ``fantasize``.
+
+    Returns:
+        A pairwise sampler, or ``sampler`` itself.
+    """
+    if isinstance(sampler, PairwiseMCSampler):
+        return sampler
+    pairwise = _PAIRWISE_SAMPLERS.get(type(sampler))
+    if pairwise is None:
+        return sampler
+    return pairwise(sample_shape=sampler.sample_shape, seed=sampler.seed)

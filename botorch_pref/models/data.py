@@ -41,8 +41,7 @@ Comparisons = Tensor | PreferenceData
 
 
 class PreferenceInputError(PreferenceDataError, RuntimeError):
-    """Bad input to the preference model: malformed designs or comparisons, or test points of
-    another dtype.
+    """Bad input to the preference model: malformed designs, comparisons or test points.
 
     A :class:`~botorch_pref.data.PreferenceDataError` (so a ``ValueError`` and BoTorch's
     ``InputDataError``) that is also a ``RuntimeError``, the class ``PairwiseGP`` raises for
@@ -161,27 +160,48 @@ def validate_training_data(
     return datapoints, comparisons, batch
 
 
-def validate_test_points(X: Tensor, dim: int | None, dtype: torch.dtype | None = None) -> None:
-    """Check test designs ``(batch x) q x d`` (finite, ``dim`` inputs and ``dtype`` when known).
+def validate_test_points(X: Tensor, dim: int | None, dtype: torch.dtype | None = None) -> Tensor:
+    """Check test designs ``(batch x) q x d`` and cast floating points to the model's dtype.
+
+    As ``PairwiseGP`` (which evaluates ``transform_inputs(X).to(train_X)``), floating test
+    points of another precision (float32 points for a float64 model, as BoTorch's tutorials
+    build bounds with ``torch.zeros(d)``) are cast to ``dtype``; the cast is differentiable, so
+    gradients reach ``X`` in its own dtype. Integer, boolean and complex points are refused: an
+    index tensor or a complex design is almost surely a mistake, not a design.
+
+    The finiteness check reads a value back from the tensor, which would split a
+    ``torch.compile`` graph; inside a compiled region (``torch.compiler.is_compiling()``) it is
+    skipped, and NaN test points then give NaN predictions instead of an error.
+
+    Args:
+        X: The test designs.
+        dim: The model's input dimension, or ``None`` (prior-only model).
+        dtype: The model's dtype, or ``None`` to keep ``X``'s.
+
+    Returns:
+        ``X``, cast to ``dtype`` when that differs.
 
     Raises:
-        ValueError: naming the problem; :class:`PreferenceInputError` (also a
-            ``RuntimeError``) for another dtype than the model's (no silent cast).
+        PreferenceInputError: (a ``ValueError`` and a ``RuntimeError``) naming the problem:
+            not a tensor, fewer than two dimensions, another input dimension, a non-floating
+            dtype, NaN or infinite values.
     """
     if not torch.is_tensor(X):
         raise PreferenceInputError(f"X must be a tensor, got {type(X)}.")
     if X.dim() < 2:
-        raise ValueError(f"X must have shape (batch x) q x d, got {tuple(X.shape)}.")
-    if not bool(torch.isfinite(X).all()):
-        raise ValueError("X contains NaN or infinite values.")
-    if dim is not None and X.shape[-1] != dim:
-        raise ValueError(f"X has {X.shape[-1]} input dimensions, the model has {dim}.")
-    if dtype is not None and X.dtype != dtype:
-        hint = f" or the model (model.to({X.dtype}))" if X.is_floating_point() else ""
+        raise PreferenceInputError(f"X must have shape (batch x) q x d, got {tuple(X.shape)}.")
+    if not X.is_floating_point():
         raise PreferenceInputError(
-            f"X has dtype {X.dtype} but the model computes in {dtype}: cast X "
-            f"(X.to({dtype})){hint} first."
+            f"X must hold real floating-point designs, got dtype {X.dtype}: cast it with "
+            f"X.to({dtype or torch.float64}) if these are designs."
         )
+    if dim is not None and X.shape[-1] != dim:
+        raise PreferenceInputError(f"X has {X.shape[-1]} input dimensions, the model has {dim}.")
+    if not torch.compiler.is_compiling() and not bool(torch.isfinite(X).all()):
+        raise PreferenceInputError("X contains NaN or infinite values.")
+    if dtype is not None and X.dtype != dtype:
+        X = X.to(dtype)
+    return X
 
 
 def validate_fantasy_comparisons(Y: Tensor, n_new: int | None = None) -> None:
@@ -197,12 +217,17 @@ def validate_fantasy_comparisons(Y: Tensor, n_new: int | None = None) -> None:
     """
     if not torch.is_tensor(Y):
         raise PreferenceInputError(f"Y must be a tensor of comparisons, got {type(Y)}.")
+    hint = (
+        " Real-valued Y comes from fantasize with a sampler of utilities: give fantasize "
+        "botorch.sampling.pairwise_samplers.PairwiseSobolQMCNormalSampler, which draws "
+        "comparisons."
+    )
     if Y.is_floating_point() and not bool((Y == Y.round()).all()):
-        raise PreferenceInputError("Y must hold integer comparisons (winner, loser).")
+        raise PreferenceInputError("Y must hold integer comparisons (winner, loser)." + hint)
     if Y.dim() < 2 or Y.shape[-1] != 2:
         raise PreferenceInputError(
             "Conditioning on non-pairwise comparison observations: Y must have shape "
-            f"batch x m x 2, got {tuple(Y.shape)}."
+            f"batch x m x 2, got {tuple(Y.shape)}." + hint
         )
     if n_new is not None and Y.numel() > 0:
         low, high = int(Y.min()), int(Y.max())

@@ -80,8 +80,9 @@ def box_covar_module(
 
     Why it is not the loop's default: with few answers the flat prior lets the evidence drive
     the outputscale to the box's edges (to 0.01 after one to four answers, or to 100), exactly
-    as it does for ``PairwiseGP``, and the box's steep edges stall L-BFGS now and then (the
-    loop then keeps the previous hyperparameters, with a warning).
+    as it does for ``PairwiseGP`` (``fit_gpytorch_mll`` holds it inside the box with L-BFGS-B
+    bounds, :func:`~botorch_pref.models.kernels.box_prior_bounds`, where the box's steep edges
+    used to stall L-BFGS).
 
     Args:
         dim: Input dimension.
@@ -124,7 +125,8 @@ def laplace_model(
         likelihood: The likelihood (default: the model's probit).
         covar_module: The kernel (default: :func:`~botorch_pref.models.kernels.make_covar_module`
             with ``lengthscale_prior``, one set of hyperparameters per member for batched
-            ``datapoints``).
+            ``datapoints``: the loop's LogNormal outputscale prior, passed explicitly, since
+            the model class's own default is ``PairwiseGP``'s kernel).
         lengthscale_prior: The default kernel's lengthscale prior, ``"gamma"`` or
             ``"dim_scaled"`` (ignored when ``covar_module`` is given).
         base_kernel: The default kernel's base kernel, ``"rbf"``, ``"matern52"`` or
@@ -136,8 +138,7 @@ def laplace_model(
         ``(model, mll)``.
     """
     batch_shape = datapoints.shape[:-2]
-    custom = lengthscale_prior != "gamma" or base_kernel != "rbf"
-    if covar_module is None and (len(batch_shape) > 0 or custom):
+    if covar_module is None:  # the loop's kernel, not the model class's default (PairwiseGP's)
         covar_module = make_covar_module(
             datapoints.shape[-1],
             lengthscale_prior,

@@ -46,7 +46,6 @@ The full list of deliberate differences is the README's "Differences from Pairwi
 
 from __future__ import annotations
 
-from copy import deepcopy
 from typing import Any
 
 import torch
@@ -65,18 +64,22 @@ from botorch_pref.likelihoods import PairwiseLikelihood
 from botorch_pref.models.compat import as_likelihood, ranking_dataset_inputs
 from botorch_pref.models.data import (
     PreferenceInputError,
-    append_comparisons,
     build_engine,
     check_inference,
     check_solver_options,
     check_unchanged,
     expand_comparisons,
-    validate_fantasy_comparisons,
     validate_training_data,
 )
-from botorch_pref.models.kernels import default_covar_module, make_covar_module
+from botorch_pref.models.fantasy import FantasyMixin
+from botorch_pref.models.fitting import FitMixin
+from botorch_pref.models.kernels import (
+    default_covar_module,
+    make_covar_module,
+)
 from botorch_pref.models.mode import LaplaceMode, ModeKey
-from botorch_pref.models.posterior import LaplacePosteriorMixin
+from botorch_pref.models.posterior import LaplacePosteriorMixin, problem_size
+from botorch_pref.runtime import with_problem_threads
 
 __all__ = [
     "PairwiseLaplaceGP",
@@ -87,14 +90,16 @@ __all__ = [
 ]
 
 
-class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
+class PairwiseLaplaceGP(FitMixin, FantasyMixin, LaplacePosteriorMixin, Model, GP, FantasizeMixin):
     r"""Preference GP with a pairwise likelihood and the Laplace approximation.
 
     Prior :math:`g \sim GP(0, k)`; an answer ``(v, u)`` ("v beat u") has probability
     :math:`F((g(x_v) - g(x_u)) / s)` (:mod:`botorch_pref.likelihoods`); the posterior is the
     Laplace approximation at the mode (module docstring). Predictions (``posterior``,
     ``forward``, ``preference_probability``) are those of
-    :class:`~botorch_pref.models.posterior.LaplacePosteriorMixin`.
+    :class:`~botorch_pref.models.posterior.LaplacePosteriorMixin`, fantasies
+    (``condition_on_observations``, ``fantasize``) those of
+    :class:`~botorch_pref.models.fantasy.FantasyMixin`.
 
     Its defaults (a scaled ARD RBF kernel, the Laplace approximation) are ``PairwiseGP``'s, so
     that it is a drop-in on BoTorch's own flows; the loop's model factory passes a Matern 3/2
@@ -389,6 +394,7 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
     def _transformed_train_inputs(self) -> Tensor:
         return self.transform_inputs(self._datapoints)
 
+    @with_problem_threads(problem_size)
     def _update_mode(self, tol: float | None = None) -> None:
         """Find the mode for the current data and hyperparameter values (no autograd)."""
         with torch.no_grad():
@@ -406,6 +412,7 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
         if not self._mode.is_current(self._hyper_snapshot()):
             self._update_mode()
 
+    @with_problem_threads(problem_size)
     def laplace_evidence(self) -> Tensor:
         r"""Laplace evidence :math:`\log Z` per batch member, differentiable in hyperparameters.
 
@@ -448,49 +455,6 @@ class PairwiseLaplaceGP(LaplacePosteriorMixin, Model, GP, FantasizeMixin):
             raise RuntimeError("The model has no data.")
         factors = self._current_factors()
         return self._mode.train_X, factors
-
-    # ------------------------------------------------------------ fantasize
-    def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Model:
-        r"""A new model with designs ``X`` appended and comparisons ``Y`` among them.
-
-        As in ``PairwiseGP``, ``Y`` holds integer comparisons (``batch x m' x 2``) that index the
-        rows of ``X``; they are shifted past the existing datapoints. The new model is
-        warm-started from this one's mode.
-
-        Args:
-            X: ``batch_shape x n' x d`` new designs (untransformed).
-            Y: ``batch_shape x m' x 2`` comparisons among the rows of ``X``.
-
-        Returns:
-            The conditioned (deep-copied) model.
-
-        Raises:
-            PreferenceInputError: (a ``ValueError`` and a ``RuntimeError``) for non-pairwise
-                or invalid ``Y``; this model is left unchanged.
-        """
-        if not torch.is_tensor(X) or X.dim() < 2:
-            raise PreferenceInputError(f"X must be a batch_shape x n' x d tensor, got {X!r:.80}.")
-        validate_fantasy_comparisons(Y, X.shape[-2])
-        if self._has_data() and X.shape[-1] != self.dim:
-            raise PreferenceInputError(
-                f"X has {X.shape[-1]} input dimensions, the model's data have {self.dim}."
-            )
-        new_model = deepcopy(self)
-        if not self._has_data():
-            new_model.set_train_data(X, Y, update_model=True)
-            return new_model
-        batch = torch.broadcast_shapes(Y.shape[:-2], X.shape[:-2], self.batch_shape)
-        old_X = self._datapoints.expand(*batch, *self._datapoints.shape[-2:])
-        new_X = torch.cat([old_X, X.to(old_X).expand(*batch, *X.shape[-2:])], dim=-2)
-        new_C = append_comparisons(self._comparisons, Y, self.n, batch)
-        # warm start: old rows keep their indices, broadcast over the new batch
-        self._ensure_current()
-        warm = self._laplace().warm_start(new_X.shape[-2])
-        new_model._mode = None  # no warm start from the copied data: the one below is better
-        new_model.set_train_data(new_X, new_C, update_model=False)
-        new_model._mode.warm = warm.expand(self.batch_shape, batch)
-        new_model._update_mode()
-        return new_model
 
     @classmethod
     def construct_inputs(cls, training_data: SupervisedDataset, **kwargs: Any) -> dict[str, Any]:

@@ -35,8 +35,17 @@ from torch.nn import Module
 
 from botorch_pref.models.data import PreferenceInputError, validate_test_points
 from botorch_pref.models.prediction import laplace_predict
+from botorch_pref.runtime import with_problem_threads
 
-__all__ = ["LaplacePosteriorMixin", "prior_constant"]
+__all__ = ["LaplacePosteriorMixin", "prior_constant", "problem_size"]
+
+
+def problem_size(model: Any) -> tuple[int, torch.device | None]:
+    """``(n, device)`` of a model's problem, for :func:`~botorch_pref.runtime.problem_threads`:
+    its number of designs and their device (``0, None`` without data)."""
+    if not model._has_data():
+        return 0, None
+    return model.n, model.datapoints.device
 
 
 def prior_constant(mean_module: Module) -> Tensor:
@@ -109,6 +118,7 @@ class LaplacePosteriorMixin:
             return self.datapoints.dtype
         return next((p.dtype for p in self.covar_module.parameters()), None)
 
+    @with_problem_threads(problem_size)
     def posterior(
         self,
         X: Tensor,
@@ -120,7 +130,8 @@ class LaplacePosteriorMixin:
         r"""Joint Laplace posterior of the utility at ``X``.
 
         Args:
-            X: ``(batch_shape) x q x d`` designs (untransformed).
+            X: ``(batch_shape) x q x d`` designs (untransformed). Floating designs of another
+                precision than the model's are cast to it, as ``PairwiseGP`` does.
             output_indices: Must be ``None`` or ``[0]`` (one output).
             observation_noise: Ignored: the answer noise acts on comparisons, not on utilities
                 (use :meth:`preference_probability` for answer probabilities).
@@ -128,16 +139,19 @@ class LaplacePosteriorMixin:
 
         Returns:
             A :class:`~botorch.posteriors.gpytorch.GPyTorchPosterior` with the full joint
-            ``q x q`` covariance, differentiable in ``X``.
+            ``q x q`` covariance, differentiable in ``X``. On a small problem it is computed
+            on one intra-op thread (:func:`~botorch_pref.runtime.problem_threads`; the setting
+            is :func:`~botorch_pref.runtime.set_model_threads`).
 
         Raises:
-            PreferenceInputError: if ``X`` has another dtype than the model (no silent cast:
-                cast ``X`` or the model first).
+            PreferenceInputError: for integer, boolean or complex ``X``, NaN or infinite
+                values (checked outside ``torch.compile`` regions only), or another input
+                dimension.
         """
         if output_indices is not None and list(output_indices) != [0]:
             raise ValueError("PairwiseLaplaceGP has a single output; output_indices must be [0].")
         dim = self.datapoints.shape[-1] if self._has_data() else None
-        validate_test_points(X, dim, self._model_dtype())
+        X = validate_test_points(X, dim, self._model_dtype())
         if self.training:
             self.eval()
         Xt = self.transform_inputs(X)
@@ -166,7 +180,7 @@ class LaplacePosteriorMixin:
 
         Raises:
             PreferenceInputError: When ``X1`` and ``X2`` do not broadcast (and for what
-                :meth:`posterior` refuses: NaN, another dtype, another ``d``).
+                :meth:`posterior` refuses: NaN, integer designs, another ``d``).
         """
         try:
             X1, X2 = torch.broadcast_tensors(X1, X2)
