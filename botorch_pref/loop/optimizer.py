@@ -225,7 +225,7 @@ class PreferenceOptimizer:
         return self._state.from_unit(check_designs(X, self._state.bounds))
 
     # ---------------------------------------------------------------- ask/tell
-    @with_problem_threads(lambda self: (None, self.device))
+    @with_problem_threads(lambda self: (None, self.config.device))
     def ask(self) -> Tensor:
         """The next query: ``q x d`` distinct designs inside ``bounds``, in user units.
 
@@ -259,7 +259,7 @@ class PreferenceOptimizer:
         acqf, q_opt, champions, _ = self._state.acquisition(self._state.groups[0], k)
         return acqf, q_opt, None if champions is None else champions[0]
 
-    @with_problem_threads(lambda self: (None, self.device))
+    @with_problem_threads(lambda self: (None, self.config.device))
     def tell(
         self,
         query: Tensor,
