@@ -176,7 +176,7 @@ def test_the_printed_links_work_on_any_loopback_address(
 def _token(client: TestClient, name: str) -> str:
     """The answer-link token of a session, from the admin page."""
     for row in client.get("/admin").text.split("<tr>")[1:]:
-        if f"<td>{name}</td>" in row:
+        if f'<td class="name"><bdi>{name}</bdi></td>' in row:
             return links(row)[0]
     raise AssertionError(f"no link for {name!r}")
 
@@ -277,7 +277,7 @@ def test_a_session_of_an_unknown_strategy_does_not_break_the_admin_page(make_app
     r = client.get("/admin")
     assert r.status_code == 200
     assert _token(client, "old")
-    row = next(row for row in r.text.split("<tr>") if "<td>new</td>" in row)
+    row = next(row for row in r.text.split("<tr>") if "<bdi>new</bdi>" in row)
     assert "unreadable" in row.lower() and "future" in row and "/a/" not in row
 
 

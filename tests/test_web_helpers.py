@@ -105,8 +105,8 @@ def wait_for_query(client: httpx.Client, token: str, tries: int = 1200) -> str:
 
 
 def links(html: str) -> list[str]:
-    """Every answer-link token on the admin page."""
-    return re.findall(r'href="/a/([^"]+)"', html)
+    """Every answer-link token on the admin page (its links are full URLs)."""
+    return re.findall(r'class="answer-link" href="http://[^"/]+/a/([^"]+)"', html)
 
 
 # Functions the tests run on a worker process's session (sent by name: module level).

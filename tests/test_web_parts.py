@@ -176,10 +176,17 @@ def test_nonces_are_single_use_and_scoped():
     assert store.consume("s1", a) is NonceStatus.REPLAYED
     assert store.consume("s1", None) is NonceStatus.UNKNOWN
     assert store.consume("s1", "forged") is NonceStatus.UNKNOWN
-    old = store.issue("s1")
-    for _ in range(3):
-        store.issue("s1")
-    assert store.consume("s1", old) is NonceStatus.UNKNOWN  # dropped: too many live ones
+    # signed: a store with the same key (the server after a restart) takes the page's nonce;
+    # one with another key, or a nonce whose signature was changed, does not
+    key = b"k" * 32
+    page = NonceStore(key).issue("s1")
+    assert NonceStore(b"x" * 32).consume("s1", page) is NonceStatus.UNKNOWN
+    assert NonceStore(key).consume("s1", page[:-2] + "AA") is NonceStatus.UNKNOWN
+    assert NonceStore(key).consume("s1", page) is NonceStatus.OK
+    used = [store.issue("s1") for _ in range(13)]
+    for nonce in used:
+        assert store.consume("s1", nonce) is NonceStatus.OK
+    assert store.consume("s1", used[-1]) is NonceStatus.REPLAYED  # the last 4 * 3 kept
     expired = NonceStore(ttl_s=-1.0)
     assert expired.consume("s", expired.issue("s")) is NonceStatus.UNKNOWN
 

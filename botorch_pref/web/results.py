@@ -8,19 +8,29 @@ holds its model; ``export.csv`` and ``export.json`` are the session's exports.
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
+from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from botorch_pref.sessions import HistoryEntry, SessionNotFoundError
+from botorch_pref.sessions import HistoryEntry, Session, SessionNotFoundError
 from botorch_pref.web import held, plots
-from botorch_pref.web.admin import session_rows
+from botorch_pref.web.admin import base_url, session_rows
 from botorch_pref.web.state import HTTPProblem, WebState, fmt, require_admin, web_state
 from botorch_pref.web.tokens import WebSession
 
-__all__ = ["export", "graph_png", "results_context", "results_page", "utility_png"]
+__all__ = [
+    "attachment",
+    "export",
+    "graph_png",
+    "results_context",
+    "results_page",
+    "study_export",
+    "utility_png",
+]
 
 
 async def _admin_request(request: Request) -> tuple[WebState, WebSession]:
@@ -96,7 +106,9 @@ async def results_page(request: Request) -> Response:
     """GET ``/admin/s/<id>``: the results view."""
     state, record = await _admin_request(request)
     context = await run_in_threadpool(results_context, state, record)
-    return state.render("results.html", **context, link=f"/a/{record.token}")
+    link = "" if record.token is None else f"{base_url(request)}/a/{record.token}"
+    nonce = state.nonces.issue("admin")
+    return state.render("results.html", **context, link=link, nonce=nonce)
 
 
 async def _png(request: Request, draw: Any) -> Response:
@@ -117,12 +129,36 @@ async def graph_png(request: Request) -> Response:
     return await _png(request, plots.comparison_graph_png)
 
 
-async def export(request: Request) -> Response:
-    """GET ``/admin/s/<id>/export.csv`` or ``.json``: the session's export as a download."""
-    state, record = await _admin_request(request)
+def attachment(stem: str, kind: str) -> dict[str, str]:
+    """The ``Content-Disposition`` header of a download named after ``stem``.
+
+    Args:
+        stem: The file name without suffix (any text: a session's name).
+        kind: The suffix.
+
+    Returns:
+        The header: an ASCII ``filename`` (other characters as ``_``) and the exact name as
+        ``filename*`` (RFC 6266).
+    """
+    plain = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._") or "session"
+    exact = quote(f"{stem}.{kind}", safe="")
+    return {
+        "content-disposition": f"attachment; filename=\"{plain}.{kind}\"; filename*=UTF-8''{exact}"
+    }
+
+
+def _export_kind(request: Request) -> str:
     kind = request.path_params["fmt"]
     if kind not in ("csv", "json"):
         raise HTTPProblem(404, "Exports are export.csv and export.json.")
+    return kind
+
+
+async def export(request: Request) -> Response:
+    """GET ``/admin/s/<id>/export.csv`` or ``.json``: the session's export as a download named
+    after the session."""
+    state, record = await _admin_request(request)
+    kind = _export_kind(request)
 
     def write() -> str:
         buf = io.StringIO()
@@ -133,7 +169,24 @@ async def export(request: Request) -> Response:
     text = await run_in_threadpool(write)
     media = "text/csv" if kind == "csv" else "application/json"
     return Response(
-        text,
-        media_type=f"{media}; charset=utf-8",
-        headers={"content-disposition": f'attachment; filename="session-{record.id}.{kind}"'},
+        text, media_type=f"{media}; charset=utf-8", headers=attachment(record.name, kind)
+    )
+
+
+async def study_export(request: Request) -> Response:
+    """GET ``/admin/export.csv`` or ``.json``: every session of the file in one download."""
+    state = web_state(request)
+    require_admin(state, request)
+    kind = _export_kind(request)
+
+    def write() -> str:
+        buf = io.StringIO()
+        if state.path.exists():
+            Session.export_study(state.path, buf, kind)
+        return buf.getvalue()
+
+    text = await run_in_threadpool(write)
+    media = "text/csv" if kind == "csv" else "application/json"
+    return Response(
+        text, media_type=f"{media}; charset=utf-8", headers=attachment(state.path.stem, kind)
     )

@@ -24,7 +24,8 @@ from botorch_pref.sessions.store import Store
 from botorch_pref.web.nonces import NonceStatus, NonceStore
 from botorch_pref.web.renderers import RendererSet, default_renderer, format_value
 from botorch_pref.web.security import same_token
-from botorch_pref.web.tokens import TokenStore, WebSession
+from botorch_pref.web.tokens import DEFAULT_PROMPT, TokenStore, WebSession, load_key
+from botorch_pref.web.tokens import admin_token as _admin_token
 from botorch_pref.web.workers import DEFAULT_BATCH, Preparer
 from botorch_pref.web.writes import GroupWriter
 
@@ -45,9 +46,12 @@ __all__ = [
 ]
 
 ADMIN_COOKIE = "botorch_pref_admin"
-DEFAULT_PROMPT = "Which do you prefer?"
 #: The bundled files ``/static/<name>`` serves, with their media types.
-STATIC = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
+STATIC = {
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+    "favicon.ico": "image/x-icon",
+}
 
 
 @dataclass
@@ -56,7 +60,8 @@ class WebConfig:
 
     Attributes:
         path: The session database file (created with the first session when missing).
-        admin_token: The admin token.
+        admin_token: The admin token (default: the one the database's link key gives, the
+            same at every start; see :mod:`~botorch_pref.web.tokens`).
         renderers: User renderer specs (``module:function``) offered besides the built-in ones.
         workers: Query-preparing worker processes.
         idle_s: Seconds after which an unused session is dropped from memory.
@@ -70,7 +75,7 @@ class WebConfig:
     """
 
     path: Path
-    admin_token: str
+    admin_token: str | None = None
     renderers: list[str] = field(default_factory=list)
     workers: int = 1
     idle_s: float = 600.0
@@ -106,7 +111,11 @@ class WebState:
     def __init__(self, config: WebConfig) -> None:
         self.config = config
         self.path = Path(config.path)
-        self.nonces = NonceStore()
+        #: The link key (beside the database file): answer links, the admin token, nonces.
+        self.key = load_key(self.path)
+        #: The admin token: the configured one, else the link key's.
+        self.admin_token = config.admin_token or _admin_token(self.key)
+        self.nonces = NonceStore(self.key)
         self.renderers = RendererSet(config.renderers)
         self.preparer = Preparer(
             self.path, workers=config.workers, idle_s=config.idle_s, batch=config.batch
@@ -135,7 +144,7 @@ class WebState:
         with self._tokens_lock:
             if self._tokens is None and self.path.exists():
                 Session.list(self.path)  # checks it is a session database before writing
-                self._tokens = TokenStore(self.path, timeout=self.config.db_timeout)
+                self._tokens = TokenStore(self.path, timeout=self.config.db_timeout, key=self.key)
             return self._tokens
 
     @contextlib.contextmanager
@@ -271,11 +280,17 @@ def annotator(state: WebState, token: str) -> WebSession:
         The session's record.
 
     Raises:
-        HTTPProblem: 404 for a token that opens no session.
+        HTTPProblem: 404 for a token that opens no session, 403 for a revoked or replaced one.
     """
     tokens = state.tokens()
     record = None if tokens is None else tokens.by_token(token)
     if record is None:
+        if tokens is not None and tokens.retired(token):
+            raise HTTPProblem(
+                403,
+                "This link was withdrawn or replaced by the study's organiser; nothing was "
+                "recorded. Ask them for your current link.",
+            )
         raise HTTPProblem(404, "No session has this link. Ask for your link again.")
     return record
 
@@ -294,7 +309,7 @@ def is_admin(state: WebState, request: Request) -> bool:
     auth = request.headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
         given = auth[7:].strip()
-    return same_token(given, state.config.admin_token)
+    return same_token(given, state.admin_token)
 
 
 def require_admin(state: WebState, request: Request) -> None:
