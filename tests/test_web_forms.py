@@ -28,6 +28,7 @@ with warnings.catch_warnings():  # newer Starlette prefers another HTTP client f
 
 from botorch_pref.sessions import Session
 from botorch_pref.web.app import WebConfig, create_app
+from tests.test_web_crash import _free_port
 from tests.test_web_helpers import ADMIN, create_form, links, nonces, query_id, quick_session
 
 BEARER = {"authorization": f"Bearer {ADMIN}"}
@@ -145,11 +146,18 @@ def test_the_printed_links_work_on_any_loopback_address(
 
     quick_session(tmp_path / "a.db", "s")
     served = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+
+    def run(server, sockets):
+        served.update(app=server.config.app, sockets=sockets)
+        served.update(host=sockets[0].getsockname()[0], port=sockets[0].getsockname()[1])
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    port = _free_port()
     args = argparse.Namespace(
         db=str(tmp_path / "a.db"),
+        create=False,
         host=host,
-        port=8123,
+        port=port,
         token=ADMIN,
         renderer=[],
         demo=None,
@@ -159,7 +167,7 @@ def test_the_printed_links_work_on_any_loopback_address(
         max_body=16 * 1024,
     )
     assert cmd_serve(args) == 0
-    assert served["host"] == host and served["port"] == 8123
+    assert served["host"] == {"localhost": "127.0.0.1"}.get(host, host) and served["port"] == port
     app = served["app"]
     try:
         admin = next(

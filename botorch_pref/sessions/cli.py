@@ -3,13 +3,26 @@
 Examples::
 
     botorch-pref session create study.db alice --param sweetness:0:10 --param sourness:0:5 \\
-        --strategy eubo --seed 0 --budget 30
+        --strategy eubo --seed 0 --budget 30 --question "Which drink do you prefer?"
     botorch-pref session run study.db alice            # answer queries; q quits, run resumes
-    botorch-pref session run study.db alice --renderer mypkg.show:render
+    botorch-pref session run study.db alice --text-renderer mypkg.show:describe
     botorch-pref session status study.db alice
     botorch-pref session export study.db alice -o alice.csv
+    botorch-pref session export-all study.db -o study.csv   # every session, one file
     botorch-pref session import study.db alice earlier.json
     botorch-pref session list study.db
+    botorch-pref session links study.db --base-url https://study.example.org --csv links.csv
+    botorch-pref session rotate study.db alice         # a new answer link; the old one is refused
+    botorch-pref session revoke study.db alice         # no link opens the session any more
+
+Two kinds of renderer, two names: ``--renderer`` (``create``, and ``serve``) names the function
+that draws an option on the answer page, ``function(values: dict) -> picture, sound or text``;
+``--text-renderer`` (``run``) names the function that prints a query in the terminal,
+``function(query) -> str``.
+
+Answer links (``create``, ``links``, ``rotate``) are rebuilt from the link key beside the
+database (``study.db.key``, see :mod:`botorch_pref.web.tokens`); the database stores only
+their hashes.
 
 ``run`` is the interactive loop of :mod:`botorch_pref.sessions.terminal`. Every error a person
 can cause (a bad name, a damaged file, an unwritable export path) ends the command with a
@@ -22,15 +35,20 @@ Each sub-command is one function ``cmd_<name>`` of the parsed arguments (and, fo
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
 import functools
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from botorch_pref.runtime import positive_int
 from botorch_pref.sessions.errors import one_line
+from botorch_pref.sessions.export import csv_text, write_atomic
+from botorch_pref.sessions.settings import MAX_TEXT
 from botorch_pref.sessions.terminal import (
     Command,
     describe_best,
@@ -42,6 +60,7 @@ from botorch_pref.sessions.terminal import (
     parse_command,
     run_loop,
 )
+from botorch_pref.web.tokens import DEFAULT_PROMPT, page_settings
 
 __all__ = [
     "Command",
@@ -53,8 +72,28 @@ __all__ = [
 ]
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` that shows each option's default (none for options without one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or action.default == []:
+            return action.help
+        return super()._get_help_string(action)
+
+
+#: The model names ``session create --model`` takes, each explained in its ``--help``.
+MODELS = {
+    "laplace": "the package's preference GP (PairwiseLaplaceGP), models 'no preference' "
+    "answers and choices among q options",
+    "laplace-box": "the same GP with BoTorch PairwiseGP's flat outputscale prior",
+    "pairwisegp": "BoTorch's own PairwiseGP, pairs only (for comparison with BoTorch)",
+}
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+
+
 def add_arguments(session: argparse.ArgumentParser) -> None:
     """Add the sub-commands of ``botorch-pref session`` to its parser."""
+    session.formatter_class = HelpFormatter
     sub = session.add_subparsers(dest="session_command", metavar="SUBCOMMAND")
     sub.required = True
     _add_create(sub)
@@ -67,21 +106,54 @@ def add_arguments(session: argparse.ArgumentParser) -> None:
         "pick, s skip, t no preference, u undo, q quit, ? help.",
     )
     run.add_argument(
-        "--renderer",
+        "--text-renderer",
         metavar="MODULE:FUNCTION",
-        help="function(query) -> str printed under each query (module or file.py path)",
+        help="function(query) -> str printed under each query (module or file.py path); "
+        "not the answer page's --renderer",
     )
-    run.add_argument("--max-answers", type=positive_int, help="stop after this many")
+    run.add_argument("--max-answers", type=positive_int, help="stop after this many answers")
     status_help = "show a session's progress, pending query and best"
     _add(sub, "status", _with_session(cmd_status), status_help)
     ex = _add(sub, "export", _with_session(cmd_export), "export a session to CSV or JSON")
     ex.add_argument("-o", "--output", help="output file (default: standard output)")
     ex.add_argument("--format", choices=("csv", "json"), help="default: from the suffix, else json")
+    ea = _add(
+        sub,
+        "export-all",
+        cmd_export_all,
+        "export every session of a database to one CSV or JSON file",
+        positionals=("db",),
+    )
+    ea.add_argument("-o", "--output", help="output file (default: standard output)")
+    ea.add_argument("--format", choices=("csv", "json"), help="default: from the suffix, else csv")
     import_help = "import comparisons collected elsewhere (CSV or JSON)"
     im = _add(sub, "import", _with_session(cmd_import), import_help)
     im.add_argument("file", help="a session export or a file of comparisons")
     im.add_argument("--format", choices=("csv", "json"), help="default: from the suffix")
     _add(sub, "list", cmd_list, "list the sessions in a database", positionals=("db",))
+    links = _add(
+        sub,
+        "links",
+        cmd_links,
+        "list every session's answer link (for a mail merge: --csv)",
+        positionals=("db",),
+    )
+    _add_base_url(links)
+    links.add_argument(
+        "--csv", metavar="FILE", help="write 'session,answer_url,status' rows there ('-': stdout)"
+    )
+    rotate = _add(sub, "rotate", cmd_rotate, "give a session a new answer link (old: refused)")
+    _add_base_url(rotate)
+    _add(sub, "revoke", cmd_revoke, "withdraw a session's answer link (answers are kept)")
+
+
+def _add_base_url(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--base-url",
+        default=DEFAULT_BASE_URL,
+        help="the server's address as participants reach it (serve's --host and --port, or "
+        "the HTTPS proxy in front)",
+    )
 
 
 #: The help of the positional arguments the sub-commands share.
@@ -99,7 +171,7 @@ def _add(
 ) -> argparse.ArgumentParser:
     """A sub-command taking ``DB NAME`` (or the given ``positionals``) that runs ``func(args)``
     with its ``OSError`` s turned into one-line messages (:func:`_guarded`)."""
-    parser = sub.add_parser(name, help=help, description=description)
+    parser = sub.add_parser(name, help=help, description=description, formatter_class=HelpFormatter)
     for positional in positionals:
         parser.add_argument(positional, help=_POSITIONALS[positional])
     parser.set_defaults(func=_guarded(func))
@@ -160,12 +232,27 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         metavar="NAME:LOW:HIGH",
         help="a parameter and its bounds in your units (repeat for each)",
     )
-    cr.add_argument("--strategy", choices=STRATEGIES, default="eubo")
+    cr.add_argument(
+        "--strategy", choices=STRATEGIES, default="eubo", help="how the next query is chosen"
+    )
     cr.add_argument("-q", "--q", type=int, default=2, help="options per query")
     cr.add_argument("--seed", type=int, default=None, help="default: drawn and stored")
-    cr.add_argument("--budget", type=int, default=None, help="planned number of answers")
-    cr.add_argument("--n-initial", type=int, default=None, help="random queries first")
-    cr.add_argument("--model", default=None, help="laplace (default), laplace-box or pairwisegp")
+    cr.add_argument(
+        "--budget", type=int, default=None, help="planned number of answers (default: none)"
+    )
+    cr.add_argument(
+        "--n-initial",
+        type=int,
+        default=None,
+        help="random queries before the strategy's (default: the optimiser's, 2 per parameter)",
+    )
+    cr.add_argument(
+        "--model",
+        choices=tuple(MODELS),
+        default=None,
+        help="the preference model (default: laplace): "
+        + "; ".join(f"{k}: {v}" for k, v in MODELS.items()),
+    )
     cr.add_argument(
         "--answers",
         choices=("choice", "pairs"),
@@ -177,6 +264,28 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="record 'no preference' answers without modelling them (default for q = 2: model)",
     )
+    page = cr.add_argument_group("the answer page (botorch-pref serve)")
+    page.add_argument(
+        "--question",
+        default=None,
+        help=f"the question above the options, at most {MAX_TEXT} characters (default: "
+        f"{DEFAULT_PROMPT!r})",
+    )
+    page.add_argument(
+        "--renderer",
+        default=None,
+        metavar="NAME|MODULE:FUNCTION",
+        help="how the page draws an option: table, colour, or function(values: dict) -> "
+        "picture/sound/text (serve must be started with the same --renderer); default: colour "
+        "for colour parameters, else table",
+    )
+    page.add_argument(
+        "--show-recommendation",
+        action="store_true",
+        help="participants see the current recommendation (default: only the experimenter, "
+        "on the results page)",
+    )
+    _add_base_url(cr)
 
 
 # --------------------------------------------------------------------- commands
@@ -210,6 +319,9 @@ def cmd_create(args: argparse.Namespace) -> int:
     if args.no_ties:
         options["ties"] = False
     params = [_parse_param(p) for p in args.param]
+    base = _base_url(args.base_url)
+    # checked before anything is written
+    prompt, renderer = page_settings(args.question, args.renderer, [p[0] for p in params])
     with Session.create(
         args.db, args.name, params, args.strategy, args.q, args.seed, budget=args.budget, **options
     ) as s:
@@ -217,13 +329,137 @@ def cmd_create(args: argparse.Namespace) -> int:
             f"Created session {s.name!r} in {args.db}: {describe_params(s.parameters)}; "
             f"strategy {s.strategy}, q = {s.q}, seed {s.seed}."
         )
-        print(f"Start it with: botorch-pref session run {_shell(args.db, s.name)}")
+    with _tokens(args.db) as tokens:
+        record = tokens.ensure(args.name, renderer, prompt, args.show_recommendation, True)
+    print(f"Answer link (botorch-pref serve {_shell(args.db)}): {base}/a/{record.token}")
+    print(f"Or answer in the terminal: botorch-pref session run {_shell(args.db, args.name)}")
+    return 0
+
+
+def _base_url(text: str) -> str:
+    """``--base-url`` checked: ``http(s)://host[:port][/path]`` without a trailing slash."""
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"--base-url must be http(s)://host[:port][/path], got {text!r}.")
+    return text.rstrip("/")
+
+
+@contextlib.contextmanager
+def _tokens(db: str) -> Iterator[Any]:
+    """The answer links of a session database (its ``web_links`` table and link key)."""
+    from botorch_pref.sessions.session import Session
+    from botorch_pref.web.tokens import TokenStore
+
+    if not Path(db).is_file():
+        raise FileNotFoundError(f"No session database {db!r}.")
+    Session.list(db)  # a session database, before anything is written to it
+    tokens = TokenStore(db)
+    try:
+        yield tokens
+    finally:
+        tokens.close()
+
+
+def _link_rows(db: str, base: str) -> list[tuple[str, str, str]]:
+    """``(session, answer_url, status)`` of every session, made for those without a link."""
+    from botorch_pref.sessions.session import Session
+    from botorch_pref.web.renderers import default_renderer
+
+    rows = []
+    with _tokens(db) as tokens:
+        records = tokens.all()
+        for summary in Session.list(db):
+            record = records.get(summary.name) or tokens.ensure(
+                summary.name, default_renderer(summary.parameters), DEFAULT_PROMPT
+            )
+            if record.revoked:
+                url, status = "", "revoked"
+            elif record.token is None:
+                url, status = "", "not rebuildable from the link key: rotate it"
+            else:
+                url, status = (
+                    f"{base}/a/{record.token}",
+                    "done" if summary.progress.done else "open",
+                )
+            rows.append((summary.name, url, status))
+    return rows
+
+
+def cmd_links(args: argparse.Namespace) -> int:
+    """``session links``: every session's full answer link (made for sessions without one)."""
+    rows = _link_rows(args.db, _base_url(args.base_url))
+    if args.csv is not None:
+
+        def write(out: TextIO) -> None:
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(["session", "answer_url", "status"])
+            writer.writerows([[csv_text(c) for c in row] for row in rows])
+
+        if args.csv == "-":
+            write(sys.stdout)
+        else:
+            write_atomic(args.csv, write)
+            print(f"Wrote {len(rows)} answer links to {args.csv}.")
+        return 0
+    if not rows:
+        print(f"No sessions in {args.db}.")
+    for name, url, status in rows:
+        print(f"{name}\t{url or '-'}\t{status}")
+    return 0
+
+
+def cmd_rotate(args: argparse.Namespace) -> int:
+    """``session rotate``: a new answer link; the old one is refused from now on."""
+    from botorch_pref.web.renderers import default_renderer
+
+    base = _base_url(args.base_url)
+    with _tokens(args.db) as tokens:
+        if tokens.by_name(args.name) is None:
+            from botorch_pref.sessions.session import Session
+
+            with Session.open(args.db, args.name) as s:
+                names = s.names
+            tokens.ensure(args.name, default_renderer(names), DEFAULT_PROMPT)
+        record = tokens.rotate(args.name)
+    print(f"New answer link of {args.name!r} (the old one is refused): {base}/a/{record.token}")
+    return 0
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    """``session revoke``: no link opens the session any more (``rotate`` makes a new one)."""
+    from botorch_pref.sessions.session import Session
+
+    with _tokens(args.db) as tokens:
+        with Session.open(args.db, args.name):
+            pass  # an existing session
+        if tokens.by_name(args.name) is None:
+            tokens.ensure(args.name, "table", DEFAULT_PROMPT)
+        tokens.revoke(args.name)
+    print(f"Revoked the answer link of {args.name!r}; its answers are kept.")
+    return 0
+
+
+def cmd_export_all(args: argparse.Namespace) -> int:
+    """``session export-all``: every session in one file (a file is replaced atomically)."""
+    from botorch_pref.sessions.session import Session
+
+    fmt = args.format
+    if fmt is None:
+        suffix = Path(args.output).suffix.lower().lstrip(".") if args.output else ""
+        fmt = suffix if suffix in ("csv", "json") else "csv"
+    if not Path(args.db).is_file():
+        raise FileNotFoundError(f"No session database {args.db!r}.")
+    if args.output is None:
+        Session.export_study(args.db, sys.stdout, fmt)
+    else:
+        n = Session.export_study(args.db, args.output, fmt)
+        print(f"Exported {n} answers of every session in {args.db} to {args.output} ({fmt}).")
     return 0
 
 
 def cmd_run(args: argparse.Namespace, s: Any) -> int:
     """``session run``: the interactive loop."""
-    renderer = load_renderer(args.renderer) if args.renderer else None
+    renderer = load_renderer(args.text_renderer) if args.text_renderer else None
     try:
         return run_loop(s, renderer=renderer, max_answers=args.max_answers, db=args.db)
     except KeyboardInterrupt:
