@@ -140,7 +140,7 @@ def attachment(stem: str, kind: str) -> dict[str, str]:
         The header: an ASCII ``filename`` (other characters as ``_``) and the exact name as
         ``filename*`` (RFC 6266).
     """
-    plain = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._") or "session"
+    plain = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip(".") or "session"
     exact = quote(f"{stem}.{kind}", safe="")
     return {
         "content-disposition": f"attachment; filename=\"{plain}.{kind}\"; filename*=UTF-8''{exact}"
