@@ -361,8 +361,9 @@ def test_results_view_images_and_exports(tmp_path):
         ("qeubo", 3, ["winner", "winner", "winner"]),  # choices among three options
     ],
 )
-def test_results_view_without_pairwise_answers(tmp_path, strategy, q, answers):
-    """Ties and choices among q > 2 options: the page says why there is no graph, no error."""
+def test_results_view_with_ties_and_choices_among_more_options(tmp_path, strategy, q, answers):
+    """Ties and choices among q > 2 options keep the graph: a tie joins two designs, a choice
+    joins the chosen option with each other one."""
     path = tmp_path / "c.db"
     Session.create(path, "dave", {"x": (0, 1), "y": (0, 1)}, strategy, q, 0, n_initial=2).close()
     with Session.open(path, "dave") as s:
@@ -372,9 +373,13 @@ def test_results_view_without_pairwise_answers(tmp_path, strategy, q, answers):
     with ThreadServer(path) as server, server.client(admin=True) as c:
         page = c.get("/admin/s/1")
         assert page.status_code == 200
-        assert "diagnostics cover pairwise answers only" in page.text
-        assert "graph.png" not in page.text and "utility.png" in page.text
-        assert c.get("/admin/s/1/graph.png").status_code == 404
+        n = len(answers)
+        pairs = n if q == 2 else n * (q - 1)  # new designs in every query
+        assert f"{pairs} compared pairs" in page.text and f"{n} group(s)" in page.text
+        assert ("were “no preference”" in page.text) == ("tie" in answers)
+        assert "x: the answers" in page.text and "y: the answers" in page.text
+        r = c.get("/admin/s/1/graph.png")
+        assert r.status_code == 200 and r.content.startswith(b"\x89PNG")
         r = c.get("/admin/s/1/utility.png")
         assert r.status_code == 200 and r.content.startswith(b"\x89PNG")
 

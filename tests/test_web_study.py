@@ -422,3 +422,31 @@ def test_the_demo_removes_its_folder(monkeypatch, capsys):
     line = next(line for line in out.splitlines() if "Demo session" in line)
     db = Path(line.split(" in ", 1)[1].split(": ", 1)[0])
     assert db.name == "demo.db" and not db.parent.exists()
+
+
+def test_the_comparison_graph_keeps_ties_and_reads_in_plain_words(tmp_path):
+    from botorch_pref.web import plots
+
+    path = tmp_path / "a.db"
+    params = {"x": (0, 1), "y": (0, 1), "z": (0, 1)}
+    Session.create(path, "g", params, "random", 2, 0, refit_every=1000, refit_all_until=0).close()
+    with Session.open(path, "g") as s:
+        assert plots.comparison_graph_summary(s).note  # nothing compared yet
+        q1 = s.ask()
+        s.answer(q1.id, tie=True)  # a tie joins its two designs
+        q2 = s.ask()
+        s.answer(q2.id, skip=True)  # a skip joins nothing
+        summary = plots.comparison_graph_summary(s)
+        assert (summary.designs, summary.pairs, summary.components, summary.ties) == (2, 1, 1, 1)
+        assert "no preference" in summary.reading[0] and "linked" in summary.reading[1]
+        s.answer(s.ask().id, winner=0)
+        summary = plots.comparison_graph_summary(s)
+        assert summary.components == 2 and "2 groups never compared" in summary.reading[1]
+        assert summary.connectivity == 0.0
+        png = plots.comparison_graph_png(s)
+        picked = plots.comparison_graph_png(s, ("x", "z"))
+        assert png.startswith(b"\x89PNG") and picked.startswith(b"\x89PNG") and png != picked
+        assert plots._pairs(s.names, None, 15) == [(0, 1), (0, 2), (1, 2)]  # every pair
+        assert plots._pairs(s.names, ("y",), 15) == [(1, 1)]
+        words = plots.parameter_reading(s)
+        assert [w.split(":")[0] for w in words] == ["x", "y", "z"]

@@ -82,11 +82,12 @@ def results_context(state: WebState, record: WebSession) -> dict[str, Any]:
             progress = s.progress()
             settings = s.settings
             parameters = s.parameters
+            graph = plots.comparison_graph_summary(s)
     except SessionNotFoundError:
         raise HTTPProblem(404, "No such session.") from None
     bounds = {name: (low, high) for name, low, high in parameters}
-    graph = state.preparer.call(record.name, plots.comparison_graph_summary)
     best = state.preparer.call(record.name, held.recommendation)
+    reading = () if best is None else state.preparer.call(record.name, plots.parameter_reading)
     return {
         "record": record,
         "progress": progress,
@@ -94,6 +95,8 @@ def results_context(state: WebState, record: WebSession) -> dict[str, Any]:
         "parameters": parameters,
         "history": [_history_row(entry, bounds) for entry in history],
         "graph": graph,
+        "reading": reading,
+        "pairs": len(parameters) * (len(parameters) - 1) // 2,
         "best": best,
         "best_text": ""
         if best is None
@@ -111,9 +114,9 @@ async def results_page(request: Request) -> Response:
     return state.render("results.html", **context, link=link, nonce=nonce)
 
 
-async def _png(request: Request, draw: Any) -> Response:
+async def _png(request: Request, draw: Any, *args: Any) -> Response:
     state, record = await _admin_request(request)
-    png = await run_in_threadpool(state.preparer.call, record.name, draw)
+    png = await run_in_threadpool(state.preparer.call, record.name, draw, *args)
     if png is None:
         raise HTTPProblem(404, "Nothing to draw yet.")
     return Response(png, media_type="image/png")
@@ -125,8 +128,11 @@ async def utility_png(request: Request) -> Response:
 
 
 async def graph_png(request: Request) -> Response:
-    """GET ``/admin/s/<id>/graph.png``: the comparison graph."""
-    return await _png(request, plots.comparison_graph_png)
+    """GET ``/admin/s/<id>/graph.png[?params=a,b,...]``: the comparison graph, one panel for
+    every pair of parameters (of those named, when ``params`` names some)."""
+    named = request.query_params.get("params", "")
+    chosen = tuple(sorted(set(named.split(",")))) if named else None
+    return await _png(request, plots.comparison_graph_png, chosen)
 
 
 def attachment(stem: str, kind: str) -> dict[str, str]:
