@@ -376,7 +376,7 @@ def test_results_view_with_ties_and_choices_among_more_options(tmp_path, strateg
         n = len(answers)
         pairs = n if q == 2 else n * (q - 1)  # new designs in every query
         assert f"{pairs} compared pairs" in page.text and f"{n} group(s)" in page.text
-        assert ("were “no preference”" in page.text) == ("tie" in answers)
+        assert ("“no preference” (kept" in page.text) == ("tie" in answers)
         assert "x: the answers" in page.text and "y: the answers" in page.text
         r = c.get("/admin/s/1/graph.png")
         assert r.status_code == 200 and r.content.startswith(b"\x89PNG")

@@ -34,11 +34,13 @@ def quick_session(path: Path, name: str, parameters: dict | None = None, **optio
 class ThreadServer:
     """The web app served by uvicorn on 127.0.0.1 (a free port) in a thread of this process."""
 
-    def __init__(self, path: Path, **options) -> None:
+    def __init__(self, path: Path, port: int = 0, **options) -> None:
         self.config = WebConfig(path, ADMIN, **options)
         self.app = create_app(self.config)
         self.server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+            uvicorn.Config(
+                self.app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+            )
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

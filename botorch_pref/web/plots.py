@@ -198,7 +198,8 @@ def comparison_graph_summary(session: Session) -> GraphSummary:
         degree[j] += 1
     repeated = sum(d > 1 for d in degree)
     ties = sum(1 for e in state.history(include_retracted=False) if e.answer.kind == "tie")
-    tie_note = f"; {ties} answers were “no preference” (kept: alike tells too)" if ties else ""
+    were = "answer was" if ties == 1 else "answers were"
+    tie_note = f"; {ties} {were} “no preference” (kept: alike tells too)" if ties else ""
     reading = [f"The answers compared {n} different designs in {len(graph.edges)} pairs{tie_note}."]
     if k == 1:
         reading.append(
