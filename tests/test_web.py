@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import time
 
 import pytest
 
@@ -490,3 +491,38 @@ def test_the_page_waits_for_the_next_query(tmp_path):
             assert r.status_code == 200 and r.url.path == f"/a/{token}"
             assert query_id(r.text) not in (None, query_id(page))  # the next query, at once
     assert answers(path, "s") == 3
+
+
+def test_the_finished_page_shows_the_final_recommendation_only_when_asked_to(tmp_path):
+    from botorch_pref.web.tokens import TokenStore
+
+    path = tmp_path / "a.db"
+    quick_session(path, "shown", budget=2)
+    quick_session(path, "hidden", budget=2)
+    tokens = TokenStore(path)
+    tokens.ensure("shown", "table", "Which?", show_best=True)
+    tokens.close()
+    with ThreadServer(path) as server, server.client(admin=True) as c:
+        page = c.get("/admin").text
+        for name in ("shown", "hidden"):
+            row = next(r for r in page.split("<tr>") if f"<bdi>{name}</bdi></td>" in r)
+            token = links(row)[0]
+            for _ in range(2):
+                html = wait_for_query(c, token)
+                form = {"nonce": nonces(html)[0], "query_id": query_id(html), "choice": "0"}
+                r = c.post(f"/a/{token}/answer", data=form, follow_redirects=False)
+                assert r.status_code == 303
+            for _ in range(600):  # the final recommendation is computed after the last answer
+                done = c.get(f"/a/{token}").text
+                if 'id="done"' in done and "Computing the final" not in done:
+                    break
+                time.sleep(0.05)
+            assert 'id="undo"' not in done  # nothing to undo on the finished page
+            if name == "hidden":
+                assert "recommendation" not in done.lower()
+                continue
+            with Session.open(path, name) as s:
+                best = s.best()  # after both answers
+            assert "Final recommendation" in done
+            shown = done.split("Final recommendation")[1]
+            assert f'value="{best.x["x"]!r}"' in shown or f"{best.x['x']:.4g}" in shown
