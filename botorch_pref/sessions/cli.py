@@ -367,20 +367,20 @@ def _link_rows(db: str, base: str) -> list[tuple[str, str, str]]:
 
     rows = []
     with _tokens(db) as tokens:
+        summaries = Session.list(db)
+        tokens.ensure_all(
+            [(m.name, default_renderer(m.parameters), DEFAULT_PROMPT, False) for m in summaries]
+        )  # (sessions that have a link keep it)
         records = tokens.all()
-        for summary in Session.list(db):
-            record = records.get(summary.name) or tokens.ensure(
-                summary.name, default_renderer(summary.parameters), DEFAULT_PROMPT
-            )
+        for summary in summaries:
+            record = records[summary.name]
             if record.revoked:
                 url, status = "", "revoked"
             elif record.token is None:
                 url, status = "", "not rebuildable from the link key: rotate it"
             else:
-                url, status = (
-                    f"{base}/a/{record.token}",
-                    "done" if summary.progress.done else "open",
-                )
+                status = "done" if summary.progress.done else "open"
+                url = f"{base}/a/{record.token}"
             rows.append((summary.name, url, status))
     return rows
 

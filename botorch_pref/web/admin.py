@@ -15,13 +15,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from botorch_pref.loop import STRATEGIES
-from botorch_pref.sessions import DatabaseBusyError, Session, SessionError, SessionExistsError
+from botorch_pref.sessions import DatabaseBusyError, Session, SessionExistsError
 from botorch_pref.sessions.export import csv_text
 from botorch_pref.sessions.settings import MAX_NAME, MAX_TEXT, check_name
 from botorch_pref.web.nonces import NonceStatus
+from botorch_pref.web.renderers import default_renderer
 from botorch_pref.web.security import same_token
 from botorch_pref.web.state import (
     ADMIN_COOKIE,
+    DEFAULT_PROMPT,
     HTTPProblem,
     WebState,
     check_nonce,
@@ -96,19 +98,20 @@ def session_rows(
     size = per_page or max(1, len(summaries))
     pages = max(1, math.ceil(len(summaries) / size))
     page = min(max(1, page), pages)
+    shown = summaries[(page - 1) * size : page * size]
     records = tokens.all()
+    missing = [m for m in shown if m.name not in records and m.strategy in STRATEGIES]
+    if missing:  # sessions created elsewhere get their links, in one transaction
+        tokens.ensure_all(
+            [(m.name, default_renderer(m.parameters), DEFAULT_PROMPT, False) for m in missing]
+        )
+        records = tokens.all()
     out = []
-    for summary in summaries[(page - 1) * size : page * size]:
+    for summary in shown:
         record, problem = records.get(summary.name), ""
         if summary.strategy not in STRATEGIES:
+            record = None
             problem = f"Unreadable: strategy {summary.strategy!r} is unknown to this version."
-        elif record is None:
-            try:
-                record = state.record(summary.name)
-            except DatabaseBusyError:
-                raise
-            except SessionError as err:
-                problem = f"Unreadable: {err}"
         p = summary.progress
         out.append(
             {

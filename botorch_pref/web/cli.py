@@ -133,7 +133,6 @@ def bind(host: str, port: int) -> socket.socket:
         raise OSError(
             err.errno, f"Port {port} on {host} {what}; choose another with --port."
         ) from None
-    sock.set_inheritable(True)
     return sock
 
 

@@ -301,28 +301,40 @@ class TokenStore:
         Returns:
             The record (the existing one when there was one).
         """
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        with self._lock, self._db.write():
-            row = self._db.rows("SELECT id FROM web_links WHERE session_name = ?", (name,))
-            if not row:
-                cursor = self._db.execute(
-                    "INSERT INTO web_links (session_name, renderer, prompt, show_best, "
-                    "created_at) VALUES (?, ?, ?, ?, ?)",
-                    (name, renderer, prompt, int(show_best), now),
-                )
-                record_id = int(cursor.lastrowid)
-                self._db.execute(
-                    "UPDATE web_links SET token_sha256 = ? WHERE id = ?",
-                    (_digest(self._token(record_id, 0)), record_id),
-                )
-            elif replace:
-                self._db.execute(
-                    "UPDATE web_links SET renderer = ?, prompt = ?, show_best = ? WHERE id = ?",
-                    (renderer, prompt, int(show_best), row[0][0]),
-                )
+        self.ensure_all([(name, renderer, prompt, show_best)], replace)
         found = self._one("session_name", name)
         assert found is not None  # records are never deleted
         return found
+
+    def ensure_all(
+        self, settings: Sequence[tuple[str, str, str, bool]], replace: bool = False
+    ) -> None:
+        """:meth:`ensure` for many sessions in one transaction.
+
+        Args:
+            settings: ``(name, renderer, prompt, show_best)`` of each session.
+            replace: As for :meth:`ensure`.
+        """
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._lock, self._db.write():
+            for name, renderer, prompt, show_best in settings:
+                row = self._db.rows("SELECT id FROM web_links WHERE session_name = ?", (name,))
+                if not row:
+                    cursor = self._db.execute(
+                        "INSERT INTO web_links (session_name, renderer, prompt, show_best, "
+                        "created_at) VALUES (?, ?, ?, ?, ?)",
+                        (name, renderer, prompt, int(show_best), now),
+                    )
+                    record_id = int(cursor.lastrowid)
+                    self._db.execute(
+                        "UPDATE web_links SET token_sha256 = ? WHERE id = ?",
+                        (_digest(self._token(record_id, 0)), record_id),
+                    )
+                elif replace:
+                    self._db.execute(
+                        "UPDATE web_links SET renderer = ?, prompt = ?, show_best = ? WHERE id = ?",
+                        (renderer, prompt, int(show_best), row[0][0]),
+                    )
 
     def rotate(self, name: str) -> WebSession:
         """Give a session a new answer link; the old one is refused from now on.
