@@ -450,3 +450,26 @@ def test_the_comparison_graph_keeps_ties_and_reads_in_plain_words(tmp_path):
         assert plots._pairs(s.names, ("y",), 15) == [(1, 1)]
         words = plots.parameter_reading(s)
         assert [w.split(":")[0] for w in words] == ["x", "y", "z"]
+
+
+def test_the_page_settings_api_checks_before_writing(tmp_path):
+    from botorch_pref.web.tokens import link_session
+
+    path = tmp_path / "a.db"
+    quick_session(path, "ann", {"r": (0, 1), "g": (0, 1), "b": (0, 1)})
+    before = _dump(path)
+    for bad in (
+        {"question": "x" * 301},
+        {"question": "evil \u202e"},
+        {"renderer": "not_a_module_xyz:f"},
+        {"renderer": "nocolon"},
+        {"show_recommendation": "yes"},
+    ):
+        with pytest.raises(SessionError):
+            link_session(path, "ann", **bad)
+    assert _dump(path) == before
+    record = link_session(path, "ann", question="Which colour is warmer?")
+    assert (record.renderer, record.prompt, record.show_best) == (
+        "colour", "Which colour is warmer?", False
+    )  # fmt: skip
+    assert TokenStore(path).by_token(record.token) == record

@@ -60,7 +60,7 @@ from botorch_pref.sessions.terminal import (
     parse_command,
     run_loop,
 )
-from botorch_pref.web.tokens import DEFAULT_PROMPT, page_settings
+from botorch_pref.web.tokens import DEFAULT_PROMPT, link_session, page_settings
 
 __all__ = [
     "Command",
@@ -329,8 +329,8 @@ def cmd_create(args: argparse.Namespace) -> int:
             f"Created session {s.name!r} in {args.db}: {describe_params(s.parameters)}; "
             f"strategy {s.strategy}, q = {s.q}, seed {s.seed}."
         )
-    with _tokens(args.db) as tokens:
-        record = tokens.ensure(args.name, renderer, prompt, args.show_recommendation, True)
+    record = link_session(args.db, args.name, question=prompt, renderer=renderer,
+                          show_recommendation=args.show_recommendation)  # fmt: skip
     print(f"Answer link (botorch-pref serve {_shell(args.db)}): {base}/a/{record.token}")
     print(f"Or answer in the terminal: botorch-pref session run {_shell(args.db, args.name)}")
     return 0

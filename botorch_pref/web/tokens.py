@@ -50,6 +50,7 @@ __all__ = [
     "WebSession",
     "admin_token",
     "key_path",
+    "link_session",
     "load_key",
     "new_token",
     "page_settings",
@@ -116,6 +117,51 @@ def page_settings(
         except ValueError as err:
             raise SessionError(str(err)) from None
     return prompt, renderer
+
+
+def link_session(
+    path: str | os.PathLike[str],
+    name: str,
+    *,
+    question: str | None = None,
+    renderer: str | None = None,
+    show_recommendation: bool = False,
+) -> WebSession:
+    """Set a session's answer page and give it its link (the API of ``session create``'s page
+    options and of the admin page's create form).
+
+    Example:
+        >>> Session.create("study.db", "alice", {"sweetness": (0, 10)}).close()
+        >>> record = link_session("study.db", "alice", question="Which drink do you prefer?")
+        >>> url = f"http://127.0.0.1:8000/a/{record.token}"   # hand it to alice
+
+    Args:
+        path: The session database file.
+        name: The session's name.
+        question: The question above the options (default: :data:`DEFAULT_PROMPT`).
+        renderer: How an option is drawn (see :func:`page_settings`; default by the
+            parameter names).
+        show_recommendation: Participants see the current recommendation (the experimenter
+            always does, on the results page).
+
+    Returns:
+        The session's record, with the token of its answer link.
+
+    Raises:
+        SessionError: For bad settings (nothing is written then) or an unknown session.
+    """
+    from botorch_pref.sessions import Session
+
+    if not isinstance(show_recommendation, bool):
+        raise SessionError(f"show_recommendation is True or False, got {show_recommendation!r}.")
+    with Session.open(path, name) as s:
+        names = s.names
+    prompt, renderer = page_settings(question, renderer, names)
+    tokens = TokenStore(path)
+    try:
+        return tokens.ensure(name, renderer, prompt, show_recommendation, replace=True)
+    finally:
+        tokens.close()
 
 
 def new_token() -> str:
