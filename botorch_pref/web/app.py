@@ -7,7 +7,8 @@ Routes (``<token>`` is a session's capability token, ``<id>`` its opaque admin n
 ``/static/app.js``,         GET     the page script (keyboard shortcuts, copy buttons), the
 ``/static/style.css``,              style sheet and the icon; no other path is served, nothing
 ``/favicon.ico``                    reads the file system
-``/a/<token>``              GET     the answering page (or "preparing the next question")
+``/a/<token>``              GET     the answering page (or "preparing the next question");
+                                    ``HEAD`` and previews change nothing
 ``/a/<token>/answer``       POST    ``nonce``, ``query_id``, ``choice`` (``0``..``q-1``,
                                     ``tie``, ``skip``)
 ``/a/<token>/undo``         POST    ``nonce``, ``answered``, ``retracted`` (the counts its

@@ -302,6 +302,9 @@ class TokenStore:
                 self._db.execute("PRAGMA synchronous = FULL")
                 with self._db.write():
                     self._db.execute(_SCHEMA)
+                    self._db.execute(
+                        "CREATE INDEX IF NOT EXISTS web_links_retired ON web_links (retired_sha256)"
+                    )
                     old = self._db.value(
                         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'web_tokens'"
                     )
