@@ -19,12 +19,12 @@ if os.environ.get("CI") != "true":
 import httpx
 
 from botorch_pref.sessions import Session
+from botorch_pref.sessions.links import TokenStore
 from botorch_pref.web import colour, plots
 from botorch_pref.web.admin import parse_parameters
 from botorch_pref.web.held import recommendation
 from botorch_pref.web.nonces import NonceStatus, NonceStore
 from botorch_pref.web.renderers import RendererSet, default_renderer, render_colour, to_rendered
-from botorch_pref.web.tokens import TokenStore
 from botorch_pref.web.workers import Preparer, worker_threads
 from tests.test_web_crash import ServerProcess, _free_port
 from tests.test_web_helpers import (
@@ -262,7 +262,7 @@ def test_a_worker_process_that_dies_is_replaced(tmp_path):
         (pid,) = preparer.worker_pids()
         os.kill(pid, signal.SIGKILL)
         summary = preparer.call("a", plots.comparison_graph_summary)
-        assert summary.note == "no choices yet"
+        assert summary.note.startswith("No comparisons yet")
     with Session.open(path, "a") as s:
         assert s.pending() is not None
 

@@ -16,10 +16,10 @@ import pytest
 
 from botorch_pref.cli import main
 from botorch_pref.sessions import Session, SessionError
-from botorch_pref.sessions.export import csv_text, csv_untext
+from botorch_pref.sessions.export import csv_text, csv_untext, export_study
+from botorch_pref.sessions.links import TokenStore, key_path
 from botorch_pref.sessions.settings import check_name
 from botorch_pref.web.app import WebConfig, create_app
-from botorch_pref.web.tokens import TokenStore, key_path
 from tests.test_web_forms import BEARER, TestClient, _create_form, _names, _NoWorkers
 from tests.test_web_helpers import ADMIN, links, nonces, query_id, quick_session
 
@@ -227,7 +227,7 @@ def test_csv_cells_and_headers_that_look_like_formulas_are_escaped(tmp_path):
     with Session.open(path, "-bob") as s:
         s.answer(s.ask().id, winner=1)
     buf = io.StringIO()
-    assert Session.export_study(path, buf, "csv") == 2
+    assert export_study(path, buf, "csv") == 2
     rows = list(csv.reader(io.StringIO(buf.getvalue())))
     assert rows[0][0] == "session" and rows[0][-3:] == ["'=HYPERLINK(1)", "'+x", "plain"]
     assert {r[0] for r in rows[1:]} == {"'@evil", "'-bob"}
@@ -322,7 +322,7 @@ def test_session_create_settings_and_links_from_the_command_line(tmp_path, capsy
     assert rows[0] == ["session", "answer_url", "status"] and len(rows) == 3
     tokens = TokenStore(path)
     a = tokens.by_name("a")
-    assert (a.prompt, a.show_best, a.renderer) == ("Which tea?", True, "table")
+    assert (a.prompt, a.show_best, a.renderer) == ("Which tea?", True, "auto")
     assert tokens.by_name("b").show_best is False  # off by default
     tokens.close()
     assert main(["session", "rotate", db, "a"]) == 0
@@ -453,7 +453,7 @@ def test_the_comparison_graph_keeps_ties_and_reads_in_plain_words(tmp_path):
 
 
 def test_the_page_settings_api_checks_before_writing(tmp_path):
-    from botorch_pref.web.tokens import link_session
+    from botorch_pref.sessions.links import link_session
 
     path = tmp_path / "a.db"
     quick_session(path, "ann", {"r": (0, 1), "g": (0, 1), "b": (0, 1)})
@@ -470,6 +470,11 @@ def test_the_page_settings_api_checks_before_writing(tmp_path):
     assert _dump(path) == before
     record = link_session(path, "ann", question="Which colour is warmer?")
     assert (record.renderer, record.prompt, record.show_best) == (
-        "colour", "Which colour is warmer?", False
+        "auto", "Which colour is warmer?", False
     )  # fmt: skip
+    from botorch_pref.web.renderers import RendererSet
+
+    unit = {n: (0.0, 1.0) for n in "rgb"}
+    drawn = RendererSet().render("auto", {"r": 1.0, "g": 0.5, "b": 0.0}, unit)
+    assert drawn.kind == "image"  # auto: a colour swatch for r, g, b
     assert TokenStore(path).by_token(record.token) == record

@@ -21,7 +21,7 @@ that draws an option on the answer page, ``function(values: dict) -> picture, so
 ``function(query) -> str``.
 
 Answer links (``create``, ``links``, ``rotate``) are rebuilt from the link key beside the
-database (``study.db.key``, see :mod:`botorch_pref.web.tokens`); the database stores only
+database (``study.db.key``, see :mod:`botorch_pref.sessions.links`); the database stores only
 their hashes.
 
 ``run`` is the interactive loop of :mod:`botorch_pref.sessions.terminal`. Every error a person
@@ -35,19 +35,23 @@ Each sub-command is one function ``cmd_<name>`` of the parsed arguments (and, fo
 from __future__ import annotations
 
 import argparse
-import contextlib
-import csv
 import functools
 import shlex
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
-from urllib.parse import urlsplit
+from typing import Any
 
 from botorch_pref.runtime import positive_int
 from botorch_pref.sessions.errors import one_line
-from botorch_pref.sessions.export import csv_text, write_atomic
+from botorch_pref.sessions.link_commands import (
+    add_base_url,
+    base_url,
+    cmd_links,
+    cmd_revoke,
+    cmd_rotate,
+)
+from botorch_pref.sessions.links import DEFAULT_PROMPT, link_session, page_settings
 from botorch_pref.sessions.settings import MAX_TEXT
 from botorch_pref.sessions.terminal import (
     Command,
@@ -60,7 +64,6 @@ from botorch_pref.sessions.terminal import (
     parse_command,
     run_loop,
 )
-from botorch_pref.web.tokens import DEFAULT_PROMPT, link_session, page_settings
 
 __all__ = [
     "Command",
@@ -88,7 +91,6 @@ MODELS = {
     "laplace-box": "the same GP with BoTorch PairwiseGP's flat outputscale prior",
     "pairwisegp": "BoTorch's own PairwiseGP, pairs only (for comparison with BoTorch)",
 }
-DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 
 
 def add_arguments(session: argparse.ArgumentParser) -> None:
@@ -138,22 +140,13 @@ def add_arguments(session: argparse.ArgumentParser) -> None:
         "list every session's answer link (for a mail merge: --csv)",
         positionals=("db",),
     )
-    _add_base_url(links)
+    add_base_url(links)
     links.add_argument(
         "--csv", metavar="FILE", help="write 'session,answer_url,status' rows there ('-': stdout)"
     )
     rotate = _add(sub, "rotate", cmd_rotate, "give a session a new answer link (old: refused)")
-    _add_base_url(rotate)
+    add_base_url(rotate)
     _add(sub, "revoke", cmd_revoke, "withdraw a session's answer link (answers are kept)")
-
-
-def _add_base_url(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--base-url",
-        default=DEFAULT_BASE_URL,
-        help="the server's address as participants reach it (serve's --host and --port, or "
-        "the HTTPS proxy in front)",
-    )
 
 
 #: The help of the positional arguments the sub-commands share.
@@ -285,7 +278,7 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         help="participants see the current recommendation (default: only the experimenter, "
         "on the results page)",
     )
-    _add_base_url(cr)
+    add_base_url(cr)
 
 
 # --------------------------------------------------------------------- commands
@@ -319,9 +312,9 @@ def cmd_create(args: argparse.Namespace) -> int:
     if args.no_ties:
         options["ties"] = False
     params = [_parse_param(p) for p in args.param]
-    base = _base_url(args.base_url)
+    base = base_url(args.base_url)
     # checked before anything is written
-    prompt, renderer = page_settings(args.question, args.renderer, [p[0] for p in params])
+    prompt, renderer = page_settings(args.question, args.renderer)
     with Session.create(
         args.db, args.name, params, args.strategy, args.q, args.seed, budget=args.budget, **options
     ) as s:
@@ -336,112 +329,9 @@ def cmd_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def _base_url(text: str) -> str:
-    """``--base-url`` checked: ``http(s)://host[:port][/path]`` without a trailing slash."""
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise ValueError(f"--base-url must be http(s)://host[:port][/path], got {text!r}.")
-    return text.rstrip("/")
-
-
-@contextlib.contextmanager
-def _tokens(db: str) -> Iterator[Any]:
-    """The answer links of a session database (its ``web_links`` table and link key)."""
-    from botorch_pref.sessions.session import Session
-    from botorch_pref.web.tokens import TokenStore
-
-    if not Path(db).is_file():
-        raise FileNotFoundError(f"No session database {db!r}.")
-    Session.list(db)  # a session database, before anything is written to it
-    tokens = TokenStore(db)
-    try:
-        yield tokens
-    finally:
-        tokens.close()
-
-
-def _link_rows(db: str, base: str) -> list[tuple[str, str, str]]:
-    """``(session, answer_url, status)`` of every session, made for those without a link."""
-    from botorch_pref.sessions.session import Session
-    from botorch_pref.web.renderers import default_renderer
-
-    rows = []
-    with _tokens(db) as tokens:
-        summaries = Session.list(db)
-        tokens.ensure_all(
-            [(m.name, default_renderer(m.parameters), DEFAULT_PROMPT, False) for m in summaries]
-        )  # (sessions that have a link keep it)
-        records = tokens.all()
-        for summary in summaries:
-            record = records[summary.name]
-            if record.revoked:
-                url, status = "", "revoked"
-            elif record.token is None:
-                url, status = "", "not rebuildable from the link key: rotate it"
-            else:
-                status = "done" if summary.progress.done else "open"
-                url = f"{base}/a/{record.token}"
-            rows.append((summary.name, url, status))
-    return rows
-
-
-def cmd_links(args: argparse.Namespace) -> int:
-    """``session links``: every session's full answer link (made for sessions without one)."""
-    rows = _link_rows(args.db, _base_url(args.base_url))
-    if args.csv is not None:
-
-        def write(out: TextIO) -> None:
-            writer = csv.writer(out, lineterminator="\n")
-            writer.writerow(["session", "answer_url", "status"])
-            writer.writerows([[csv_text(c) for c in row] for row in rows])
-
-        if args.csv == "-":
-            write(sys.stdout)
-        else:
-            write_atomic(args.csv, write)
-            print(f"Wrote {len(rows)} answer links to {args.csv}.")
-        return 0
-    if not rows:
-        print(f"No sessions in {args.db}.")
-    for name, url, status in rows:
-        print(f"{name}\t{url or '-'}\t{status}")
-    return 0
-
-
-def cmd_rotate(args: argparse.Namespace) -> int:
-    """``session rotate``: a new answer link; the old one is refused from now on."""
-    from botorch_pref.web.renderers import default_renderer
-
-    base = _base_url(args.base_url)
-    with _tokens(args.db) as tokens:
-        if tokens.by_name(args.name) is None:
-            from botorch_pref.sessions.session import Session
-
-            with Session.open(args.db, args.name) as s:
-                names = s.names
-            tokens.ensure(args.name, default_renderer(names), DEFAULT_PROMPT)
-        record = tokens.rotate(args.name)
-    print(f"New answer link of {args.name!r} (the old one is refused): {base}/a/{record.token}")
-    return 0
-
-
-def cmd_revoke(args: argparse.Namespace) -> int:
-    """``session revoke``: no link opens the session any more (``rotate`` makes a new one)."""
-    from botorch_pref.sessions.session import Session
-
-    with _tokens(args.db) as tokens:
-        with Session.open(args.db, args.name):
-            pass  # an existing session
-        if tokens.by_name(args.name) is None:
-            tokens.ensure(args.name, "table", DEFAULT_PROMPT)
-        tokens.revoke(args.name)
-    print(f"Revoked the answer link of {args.name!r}; its answers are kept.")
-    return 0
-
-
 def cmd_export_all(args: argparse.Namespace) -> int:
     """``session export-all``: every session in one file (a file is replaced atomically)."""
-    from botorch_pref.sessions.session import Session
+    from botorch_pref.sessions.export import export_study
 
     fmt = args.format
     if fmt is None:
@@ -450,9 +340,9 @@ def cmd_export_all(args: argparse.Namespace) -> int:
     if not Path(args.db).is_file():
         raise FileNotFoundError(f"No session database {args.db!r}.")
     if args.output is None:
-        Session.export_study(args.db, sys.stdout, fmt)
+        export_study(args.db, sys.stdout, fmt)
     else:
-        n = Session.export_study(args.db, args.output, fmt)
+        n = export_study(args.db, args.output, fmt)
         print(f"Exported {n} answers of every session in {args.db} to {args.output} ({fmt}).")
     return 0
 

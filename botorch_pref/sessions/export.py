@@ -29,9 +29,11 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
+from botorch_pref.sessions.errors import SessionError
 from botorch_pref.sessions.records import Query, SessionRow, SessionState
 
 __all__ = [
@@ -40,12 +42,14 @@ __all__ = [
     "STUDY_FORMAT",
     "csv_text",
     "csv_untext",
+    "export_study",
     "session_to_dict",
     "study_to_dict",
     "write_atomic",
     "write_csv",
     "write_json",
     "write_study_csv",
+    "write_to",
 ]
 
 #: The ``format`` field of a JSON export.
@@ -281,3 +285,59 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[TextIO], None]) 
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def write_to(out: str | os.PathLike[str] | TextIO, write: Callable[[TextIO], None]) -> None:
+    """Write to a path (atomically, :func:`write_atomic`) or to a text stream.
+
+    Args:
+        out: The path or stream.
+        write: Writes the content to the stream it is given.
+
+    Raises:
+        SessionError: When ``out`` is neither.
+    """
+    if isinstance(out, (str, os.PathLike)):
+        write_atomic(out, write)
+    elif hasattr(out, "write"):
+        write(out)
+    else:
+        raise SessionError(f"Cannot write to {out!r}.")
+
+
+def export_study(
+    path: str | os.PathLike[str], out: str | os.PathLike[str] | TextIO, fmt: str | None = None
+) -> int:
+    """Write every session of a file as one CSV or JSON export, from one snapshot.
+
+    The CSV has the session's name in every row and a column for each parameter of any
+    session (:func:`write_study_csv`); the JSON (:data:`STUDY_FORMAT`) holds each session's
+    export (:func:`study_to_dict`).
+
+    Args:
+        path: The database file.
+        out: A path (written atomically) or a text stream.
+        fmt: ``"csv"`` or ``"json"``; default from the path's suffix.
+
+    Returns:
+        The number of answers written.
+
+    Raises:
+        SessionError: For an unknown format or a file that is not a session database.
+        OSError: When the file cannot be written (a previous file is left intact).
+    """
+    from botorch_pref.sessions.schema import SCHEMA_VERSION
+    from botorch_pref.sessions.store import Store
+
+    if fmt is None and isinstance(out, (str, os.PathLike)):
+        fmt = Path(out).suffix.lstrip(".")
+    fmt = (fmt or "").lower()
+    if fmt not in ("csv", "json"):
+        raise SessionError(f"Export format must be csv or json, got {fmt!r}.")
+    with Store(path) as store, store.connection.read():  # one snapshot of every session
+        sessions = [(row, store.state(row)) for row, _ in store.summaries()]
+    if fmt == "json":
+        write_to(out, partial(write_json, study_to_dict(sessions, SCHEMA_VERSION)))
+    else:
+        write_to(out, partial(write_study_csv, sessions))
+    return sum(len(state.answers) for _, state in sessions)

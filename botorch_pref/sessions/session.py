@@ -212,47 +212,6 @@ class Session(Closing):
                 for row, counts in store.summaries()
             ]
 
-    @staticmethod
-    def export_study(
-        path: str | os.PathLike[str], out: str | os.PathLike[str] | TextIO, fmt: str | None = None
-    ) -> int:
-        """Write every session of a file as one CSV or JSON export (to a path: atomically).
-
-        The CSV has the session's name in every row and a column for each parameter of any
-        session; the JSON (``format: "botorch-pref-study"``) holds each session's export.
-
-        Args:
-            path: The database file.
-            out: A path or a text stream.
-            fmt: ``"csv"`` or ``"json"``; default from the path's suffix.
-
-        Returns:
-            The number of answers written.
-
-        Raises:
-            SessionError: For an unknown format or a file that is not a session database.
-            OSError: When the file cannot be written (a previous file is left intact).
-        """
-        if fmt is None and isinstance(out, (str, os.PathLike)):
-            fmt = Path(out).suffix.lstrip(".")
-        fmt = (fmt or "").lower()
-        if fmt not in ("csv", "json"):
-            raise SessionError(f"Export format must be csv or json, got {fmt!r}.")
-        with Store(path) as store:
-            with store.connection.read():  # one snapshot of every session
-                sessions = [(row, store.state(row)) for row, _ in store.summaries()]
-        if fmt == "json":
-            write = partial(export.write_json, export.study_to_dict(sessions, SCHEMA_VERSION))
-        else:
-            write = partial(export.write_study_csv, sessions)
-        if isinstance(out, (str, os.PathLike)):
-            export.write_atomic(out, write)
-        elif hasattr(out, "write"):
-            write(out)
-        else:
-            raise SessionError(f"Cannot write to {out!r}.")
-        return sum(len(state.answers) for _, state in sessions)
-
     def close(self) -> None:
         """Close the database connection."""
         self._store.close()
@@ -300,12 +259,8 @@ class Session(Closing):
         return self._store.pending(self._row)
 
     def mark_shown(self) -> Query | None:
-        """Record that the pending query is shown now (its response time counts from now),
-        without generating one.
-
-        Returns:
-            The pending query, or ``None`` when there is none (nothing is written then).
-        """
+        """Record that the pending query is shown now (its response time counts from now);
+        return it, or ``None`` (nothing written) when none is pending."""
         return self._store.show_query(self._row)
 
     def ask(self) -> Query:
@@ -508,12 +463,7 @@ class Session(Closing):
             write = partial(export.write_json, self.to_dict(state))
         else:
             write = partial(export.write_csv, self._row, state)
-        if isinstance(out, (str, os.PathLike)):
-            export.write_atomic(out, write)
-        elif hasattr(out, "write"):
-            write(out)
-        else:
-            raise SessionError(f"Cannot write to {out!r}.")
+        export.write_to(out, write)
         return len(state.answers)
 
     def export(self, out: str | os.PathLike[str], fmt: str | None = None) -> int:

@@ -1,7 +1,9 @@
 """Answer preference sessions in a browser: ``botorch-pref serve study.db``.
 
 An ASGI application (Starlette, served by uvicorn; the ``[web]`` extra) on top of
-:mod:`botorch_pref.sessions`: one answer link per session, each carrying its own capability
+:mod:`botorch_pref.sessions`: one answer link per session (:mod:`botorch_pref.sessions.links`
+keeps them as hashes, rebuilt from the link key beside the database, with the admin token and
+each page's settings), each carrying its own capability
 token; an admin page (admin token) to create sessions, hand out, rotate and revoke their links,
 follow their progress, see the results and download the exports. Modules:
 
@@ -14,8 +16,6 @@ follow their progress, see the results and download the exports. Modules:
 * :mod:`~botorch_pref.web.workers` and :mod:`~botorch_pref.web.held` — query preparation off
   the request path, in worker processes that hold the sessions' models;
 * :mod:`~botorch_pref.web.renderers` and :mod:`~botorch_pref.web.colour` — drawing options;
-* :mod:`~botorch_pref.web.tokens` — answer links (hashes in the ``web_links`` table, tokens
-  rebuilt from the link key beside the database), the admin token and the page's settings;
 * :mod:`~botorch_pref.web.nonces` — single-use form nonces, signed so they outlive a restart;
 * :mod:`~botorch_pref.web.security` — body limit and security headers;
 * :mod:`~botorch_pref.web.plots` — the results view's pictures;

@@ -17,9 +17,9 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from botorch_pref.loop import STRATEGIES
 from botorch_pref.sessions import DatabaseBusyError, Session, SessionExistsError
 from botorch_pref.sessions.export import csv_text
+from botorch_pref.sessions.links import WebSession, page_settings
 from botorch_pref.sessions.settings import MAX_NAME, MAX_TEXT, check_name
 from botorch_pref.web.nonces import NonceStatus
-from botorch_pref.web.renderers import default_renderer
 from botorch_pref.web.security import same_token
 from botorch_pref.web.state import (
     ADMIN_COOKIE,
@@ -31,7 +31,6 @@ from botorch_pref.web.state import (
     require_admin,
     web_state,
 )
-from botorch_pref.web.tokens import WebSession, page_settings
 
 __all__ = [
     "PAGE_SIZE",
@@ -102,9 +101,7 @@ def session_rows(
     records = tokens.all()
     missing = [m for m in shown if m.name not in records and m.strategy in STRATEGIES]
     if missing:  # sessions created elsewhere get their links, in one transaction
-        tokens.ensure_all(
-            [(m.name, default_renderer(m.parameters), DEFAULT_PROMPT, False) for m in missing]
-        )
+        tokens.ensure_all([(m.name, "auto", DEFAULT_PROMPT, False) for m in missing])
         records = tokens.all()
     out = []
     for summary in shown:
@@ -262,9 +259,7 @@ def create_session(state: WebState, form: dict[str, str]) -> WebSession:
     renderer = form.get("renderer", "auto")
     if renderer != "auto" and renderer not in state.renderers.names:
         raise ValueError(f"Unknown renderer {renderer[:60]!r}.")
-    prompt, renderer = page_settings(
-        form.get("prompt", "").strip() or None, renderer, [p[0] for p in params]
-    )
+    prompt, renderer = page_settings(form.get("prompt", "").strip() or None, renderer)
     show = form.get("show_best", "")
     if show not in ("", "on", "1", "0"):
         raise ValueError(f"show_best is on or off, got {show[:20]!r}.")

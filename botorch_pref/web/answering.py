@@ -26,6 +26,7 @@ from botorch_pref.sessions import (
     Session,
     SessionError,
 )
+from botorch_pref.sessions.links import WebSession
 from botorch_pref.web.nonces import NonceStatus
 from botorch_pref.web.state import (
     HTTPProblem,
@@ -34,7 +35,6 @@ from botorch_pref.web.state import (
     read_form,
     web_state,
 )
-from botorch_pref.web.tokens import WebSession
 
 __all__ = [
     "STALE_FORM",

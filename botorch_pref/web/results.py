@@ -16,11 +16,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from botorch_pref.sessions import HistoryEntry, Session, SessionNotFoundError
+from botorch_pref.sessions import HistoryEntry, SessionNotFoundError
+from botorch_pref.sessions.export import export_study
+from botorch_pref.sessions.links import WebSession
 from botorch_pref.web import held, plots
 from botorch_pref.web.admin import base_url, session_rows
 from botorch_pref.web.state import HTTPProblem, WebState, fmt, require_admin, web_state
-from botorch_pref.web.tokens import WebSession
 
 __all__ = [
     "attachment",
@@ -188,7 +189,7 @@ async def study_export(request: Request) -> Response:
     def write() -> str:
         buf = io.StringIO()
         if state.path.exists():
-            Session.export_study(state.path, buf, kind)
+            export_study(state.path, buf, kind)
         return buf.getvalue()
 
     text = await run_in_threadpool(write)

@@ -20,12 +20,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from botorch_pref.sessions import Session
+from botorch_pref.sessions.links import DEFAULT_PROMPT, TokenStore, WebSession, load_key
+from botorch_pref.sessions.links import admin_token as _admin_token
 from botorch_pref.sessions.store import Store
 from botorch_pref.web.nonces import NonceStatus, NonceStore
-from botorch_pref.web.renderers import RendererSet, default_renderer, format_value
+from botorch_pref.web.renderers import RendererSet, format_value
 from botorch_pref.web.security import same_token
-from botorch_pref.web.tokens import DEFAULT_PROMPT, TokenStore, WebSession, load_key
-from botorch_pref.web.tokens import admin_token as _admin_token
 from botorch_pref.web.workers import DEFAULT_BATCH, Preparer
 from botorch_pref.web.writes import GroupWriter
 
@@ -61,7 +61,7 @@ class WebConfig:
     Attributes:
         path: The session database file (created with the first session when missing).
         admin_token: The admin token (default: the one the database's link key gives, the
-            same at every start; see :mod:`~botorch_pref.web.tokens`).
+            same at every start; see :mod:`~botorch_pref.sessions.links`).
         renderers: User renderer specs (``module:function``) offered besides the built-in ones.
         workers: Query-preparing worker processes.
         idle_s: Seconds after which an unused session is dropped from memory.
@@ -183,12 +183,12 @@ class WebState:
         with self._kept_store() as store:
             yield Session.on_store(store, name)
 
-    def record(self, name: str, renderer: str | None = None, prompt: str = "") -> WebSession:
+    def record(self, name: str, renderer: str = "auto", prompt: str = "") -> WebSession:
         """The web record of a session, made on first sight (sessions created elsewhere).
 
         Args:
             name: The session's name.
-            renderer: Renderer for a new record (default: by the parameter names).
+            renderer: Renderer for a new record (``auto``: by the parameter names).
             prompt: Question for a new record.
 
         Returns:
@@ -199,9 +199,6 @@ class WebState:
         found = tokens.by_name(name)
         if found is not None:
             return found
-        if renderer is None:
-            with self.open(name) as s:
-                renderer = default_renderer(s.names)
         return tokens.ensure(name, renderer, prompt or DEFAULT_PROMPT)
 
     def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:

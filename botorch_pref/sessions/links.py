@@ -1,10 +1,12 @@
-"""Answer links and the admin token, kept as hashes in the session database.
+"""Answer links and the admin token, kept as hashes in the session database, and the settings
+of each session's answer page (``botorch-pref serve`` shows them; ``botorch-pref session
+links`` lists the links).
 
 Each session gets its own answer link ``/a/<token>``: whoever holds the token can answer, undo
-and read that one session, nothing else. The web layer keeps, in a table of its own in the
+and read that one session, nothing else. This module keeps, in a table of its own in the
 same SQLite file as the sessions (``web_links``, written in its own ``BEGIN IMMEDIATE``
-transactions and never touched by :mod:`botorch_pref.sessions`, whose checks accept extra
-tables), one row per session: the SHA-256 of its token, the link's generation, and the
+transactions and never touched by the rest of :mod:`botorch_pref.sessions`, whose checks accept
+extra tables), one row per session: the SHA-256 of its token, the link's generation, and the
 session's page settings (renderer, question, whether participants see the recommendation).
 
 **No token is stored.** A token is derived from a secret *link key* kept in a separate file
@@ -44,6 +46,7 @@ from botorch_pref.sessions.settings import MAX_TEXT, check_text
 from botorch_pref.sessions.sql import fits_sqlite
 
 __all__ = [
+    "BUILTIN_RENDERERS",
     "DEFAULT_PROMPT",
     "KEY_SUFFIX",
     "TokenStore",
@@ -84,19 +87,20 @@ SELECT id, session_name, token_sha256, 0, renderer, prompt, 1, created_at FROM w
 """
 
 
-def page_settings(
-    prompt: str | None, renderer: str | None, names: Sequence[str]
-) -> tuple[str, str]:
+#: The renderers every server has (``auto``: ``colour`` for colour parameters, else ``table``,
+#: chosen by the page).
+BUILTIN_RENDERERS = ("auto", "table", "colour")
+
+
+def page_settings(prompt: str | None, renderer: str | None) -> tuple[str, str]:
     """Check the page settings of a new session (before anything is written).
 
     Args:
         prompt: The question above the options (``None``: :data:`DEFAULT_PROMPT`), at most
             :data:`~botorch_pref.sessions.settings.MAX_TEXT` characters, no control or
             text-direction characters.
-        renderer: ``table``, ``colour``, a user renderer ``module:function`` (or
-            ``file.py:function``) that imports and names a function, or ``None``/``"auto"``
-            (``colour`` for colour parameters, else ``table``).
-        names: The session's parameter names.
+        renderer: One of :data:`BUILTIN_RENDERERS`, or a user renderer ``module:function`` (or
+            ``file.py:function``) that imports and names a function (``None``: ``auto``).
 
     Returns:
         ``(prompt, renderer)``.
@@ -105,12 +109,10 @@ def page_settings(
         SessionError: For a bad question or a renderer that does not load.
     """
     from botorch_pref.sessions.terminal import load_renderer
-    from botorch_pref.web.renderers import BUILTIN, default_renderer
 
     prompt = DEFAULT_PROMPT if prompt is None else check_text(prompt, "The question", MAX_TEXT)
-    if renderer is None or renderer == "auto":
-        renderer = default_renderer(names)
-    elif renderer not in BUILTIN:
+    renderer = "auto" if renderer is None else renderer
+    if renderer not in BUILTIN_RENDERERS:
         check_text(renderer, "A renderer", MAX_TEXT)
         try:
             load_renderer(renderer)
@@ -139,8 +141,7 @@ def link_session(
         path: The session database file.
         name: The session's name.
         question: The question above the options (default: :data:`DEFAULT_PROMPT`).
-        renderer: How an option is drawn (see :func:`page_settings`; default by the
-            parameter names).
+        renderer: How an option is drawn (see :func:`page_settings`; default ``auto``).
         show_recommendation: Participants see the current recommendation (the experimenter
             always does, on the results page).
 
@@ -150,13 +151,12 @@ def link_session(
     Raises:
         SessionError: For bad settings (nothing is written then) or an unknown session.
     """
-    from botorch_pref.sessions import Session
+    from botorch_pref.sessions.session import Session
 
     if not isinstance(show_recommendation, bool):
         raise SessionError(f"show_recommendation is True or False, got {show_recommendation!r}.")
-    with Session.open(path, name) as s:
-        names = s.names
-    prompt, renderer = page_settings(question, renderer, names)
+    prompt, renderer = page_settings(question, renderer)
+    Session.open(path, name).close()  # an existing session
     tokens = TokenStore(path)
     try:
         return tokens.ensure(name, renderer, prompt, show_recommendation, replace=True)
@@ -249,7 +249,7 @@ def _digest(token: str) -> str:
 
 @dataclass(frozen=True)
 class WebSession:
-    """The web layer's record of a session.
+    """The answer link and page settings of a session.
 
     Attributes:
         id: Its opaque number in admin links (no session name ever appears in a URL).
