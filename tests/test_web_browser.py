@@ -215,6 +215,8 @@ def test_the_page_works_with_javascript_off(browser_without_javascript, tmp_path
             token = links(c.get("/admin").text)[0]
         driver.get(f"{server.url}/a/{token}")
         first = _wait_for_new_query(driver, None)  # the page refreshed itself (meta refresh)
+        hints = driver.find_elements(By.CSS_SELECTOR, ".keys, kbd")
+        assert hints and not any(h.is_displayed() for h in hints)  # keys need the script
         driver.find_element(By.CSS_SELECTOR, 'button[name=choice][value="1"]').click()
         second = _wait_for_new_query(driver, first)
         driver.find_element(By.CSS_SELECTOR, 'button[name=choice][value="tie"]').click()
