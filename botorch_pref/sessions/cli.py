@@ -325,7 +325,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     record = link_session(args.db, args.name, question=prompt, renderer=renderer,
                           show_recommendation=args.show_recommendation)  # fmt: skip
     print(f"Answer link (botorch-pref serve {_shell(args.db)}): {base}/a/{record.token}")
-    print(f"Or answer in the terminal: botorch-pref session run {_shell(args.db, args.name)}")
+    print(f"Start it with: botorch-pref session run {_shell(args.db, args.name)}")
     return 0
 
 
