@@ -26,6 +26,13 @@ Phases (one server process, ``botorch-pref serve`` on a free port of 127.0.0.1):
 ``--query-cpu N`` instead times, in this process, the CPU time of the first ``N`` queries a worker
 prepares along one session (what bounds the time to the next query when many people answer).
 
+``--kill-at S`` (repeatable) kills the server with SIGKILL ``S`` seconds into the answering and
+starts it again on the same port and file: the simulated people keep answering from the pages
+they had open, and the database check counts what was lost or doubled.
+
+``--admin-sessions N`` instead times the admin page of a file with ``N`` sessions: its first
+view (which makes the first page's links), a second view, the last page and the links download.
+
 Everything is bounded: the run, every request (30 s timeout) and every wait. Output: a summary
 and a JSON file (``--out``, default in the temporary folder that holds the database).
 
@@ -33,11 +40,15 @@ Example::
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/web.py            # 20 annotators, 60 s, 100 idle
     python benchmarks/web.py --annotators 2 --seconds 10 --idle-sessions 5   # a smoke test
+    python benchmarks/web.py --annotators 10 --seconds 60 --kill-at 20 --kill-at 40
+    python benchmarks/web.py --admin-sessions 1000
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import multiprocessing
 import os
@@ -161,8 +172,9 @@ class Annotator:
             while time.monotonic() < self.deadline:
                 try:
                     page = c.get(f"/a/{self.token}").text
-                except httpx.HTTPError:
+                except httpx.HTTPError:  # e.g. the server was killed: try again shortly
                     self.errors += 1
+                    time.sleep(self.poll)
                     continue
                 found = _query(page)
                 if found is None:
@@ -183,6 +195,7 @@ class Annotator:
                     )
                 except httpx.HTTPError:
                     self.errors += 1
+                    time.sleep(self.poll)
                     continue
                 done = time.monotonic()
                 self.post_s.append(done - start)
@@ -219,23 +232,42 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument(
         "--query-cpu", type=int, default=0, help="only time this many queries' CPU, no server"
     )
+    parser.add_argument(
+        "--kill-at",
+        type=float,
+        action="append",
+        default=[],
+        help="seconds into the answering at which the server is killed (SIGKILL) and started "
+        "again on the same port and file (repeatable)",
+    )
+    parser.add_argument(
+        "--admin-sessions",
+        type=int,
+        default=0,
+        help="only time the admin page of a file with this many sessions, no answering",
+    )
     args = parser.parse_args()
     if (
         args.annotators > 100
         or args.seconds > 600
         or args.idle_sessions > 500
         or args.query_cpu > 200
+        or args.admin_sessions > 5000
+        or any(not 0 < t < args.seconds for t in args.kill_at)
         or (args.batch is not None and args.batch < 1)
     ):
         parser.error(
-            "bounded: at most 100 annotators, 600 s, 500 idle sessions, 200 queries; batch >= 1"
+            "bounded: at most 100 annotators, 600 s, 500 idle sessions, 200 queries, 5000 admin "
+            "sessions; batch >= 1; kills within the answering"
         )
     return args
 
 
-def _start_server(db: Path, args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
-    """``botorch-pref serve`` on a free port of 127.0.0.1, once it answers."""
-    port = _free_port()
+def _start_server(
+    db: Path, args: argparse.Namespace, port: int | None = None
+) -> tuple[subprocess.Popen, str]:
+    """``botorch-pref serve`` on a free port (or ``port``) of 127.0.0.1, once it answers."""
+    port = port or _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BOTORCH_PREF_ADMIN_TOKEN": TOKEN}
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     cmd = [sys.executable, "-m", "botorch_pref.cli", "serve", str(db), "--port", str(port)]
@@ -264,11 +296,24 @@ def _stop(server: subprocess.Popen) -> None:
             server.wait(timeout=60)
 
 
-def _links(admin: httpx.Client, pattern: str) -> dict[str, str]:
-    """``{session name: link}`` from the admin page, for the links matching ``pattern``."""
-    page = admin.get("/admin").text
-    row = r"<td>([^<]+)</td>\s*<td>eubo</td>.*?href=\"" + pattern + r"\""
-    return dict(re.findall(row, page, re.S))
+def _tokens(admin: httpx.Client) -> dict[str, str]:
+    """``{session name: answer-link token}`` from the admin page's links download."""
+    rows = list(csv.reader(io.StringIO(admin.get("/admin/links.csv").text)))[1:]
+    return {name: url.rsplit("/", 1)[-1] for name, url, _ in rows if url}
+
+
+def _ids(admin: httpx.Client) -> dict[str, str]:
+    """``{session name: results id}`` from every page of the admin page."""
+    out: dict[str, str] = {}
+    for page in range(1, 1000):
+        html = admin.get("/admin", params={"page": page}).text
+        for row in html.split("<tr>")[1:]:
+            found = re.search(r"<bdi>([^<]+)</bdi></td>.*?href=\"/admin/s/(\d+)\"", row, re.S)
+            if found:
+                out[found.group(1)] = found.group(2)
+        if f"Page {page} of {page}" in html or "Page " not in html:
+            return out
+    return out
 
 
 def _run(person: Annotator) -> Annotator:
@@ -338,7 +383,7 @@ def _status(admin: httpx.Client) -> dict:
 def _idle_memory(admin: httpx.Client, url: str, server: int, args: argparse.Namespace) -> dict:
     """Phase 2: open the idle sessions (one page view each), then read the memory."""
     with httpx.Client(base_url=url, timeout=60) as c:
-        for name, token in _links(admin, '/a/([^"]+)').items():
+        for name, token in _tokens(admin).items():
             if name.startswith("idle"):
                 c.get(f"/a/{token}")
     t0 = time.monotonic()
@@ -405,10 +450,42 @@ def _query_cpu(count: int, dim: int) -> int:
     return 0
 
 
+def _admin_page(count: int, args: argparse.Namespace) -> int:
+    """Time the admin page of a file with ``count`` sessions (first view, makes their links)."""
+    tmp = Path(tempfile.mkdtemp(prefix="botorch-pref-web-admin-"))
+    db = tmp / "study.db"
+    params = {f"x{i}": (0.0, 1.0) for i in range(args.dim)}
+    for i in range(count):
+        Session.create(db, f"participant {i:04d}", params, "eubo", 2, i, budget=20).close()
+    result: dict = {"sessions": count, "load_before": Path("/proc/loadavg").read_text().strip()}
+    server, url = _start_server(db, args)
+    admin = httpx.Client(base_url=url, timeout=60, headers={"authorization": f"Bearer {TOKEN}"})
+    try:
+        for key, page in (("first", 1), ("again", 1), ("last", count // 50 + 1)):
+            start = time.monotonic()
+            r = admin.get("/admin", params={"page": page})
+            result[f"{key}_page_s"] = time.monotonic() - start
+            result[f"{key}_page_kb"] = len(r.content) / 1024
+            assert r.status_code == 200
+        start = time.monotonic()
+        r = admin.get("/admin/links.csv")
+        result["links_csv_s"] = time.monotonic() - start
+        result["links_csv_rows"] = len(r.text.splitlines()) - 1
+    finally:
+        admin.close()
+        _stop(server)
+    result["load_after"] = Path("/proc/loadavg").read_text().strip()
+    for key, value in result.items():
+        print(f"{key}: {value}")
+    return 0
+
+
 def main() -> int:
     args = _arguments()
     if args.query_cpu:
         return _query_cpu(args.query_cpu, args.dim)
+    if args.admin_sessions:
+        return _admin_page(args.admin_sessions, args)
     tmp = Path(tempfile.mkdtemp(prefix="botorch-pref-web-bench-"))
     db = tmp / "study.db"
     params = {f"x{i}": (0.0, 1.0) for i in range(args.dim)}
@@ -427,10 +504,27 @@ def main() -> int:
     try:
         _status(admin)  # the worker processes have started
         result["memory_mib_start"] = _memory_mib(server.pid)
-        tokens = _links(admin, '/a/([^"]+)')
-        ids = _links(admin, "/admin/s/(\\d+)")
+        tokens = _tokens(admin)
+        ids = _ids(admin)
         cpu = _cpu_s(server.pid)
+        start = time.monotonic()
+        killer = None
+        if args.kill_at:
+
+            def kill_and_restart() -> None:
+                nonlocal server
+                for at in sorted(args.kill_at):
+                    time.sleep(max(0.0, start + at - time.monotonic()))
+                    os.kill(server.pid, signal.SIGKILL)  # no clean shutdown
+                    server.wait(timeout=60)
+                    server, _ = _start_server(db, args, port=int(url.rsplit(":", 1)[1]))
+
+            killer = threading.Thread(target=kill_and_restart)
+            killer.start()
         people = _answering(url, {n: tokens[n] for n in names}, args)
+        if killer is not None:
+            killer.join(timeout=120)
+        result["kills"] = len(args.kill_at)
         result["load_after_answering"] = Path("/proc/loadavg").read_text().strip()
         result["cpu_s_answering"] = {k: v - cpu[k] for k, v in _cpu_s(server.pid).items()}
         result["cpu_s_clients"] = sum(p.cpu_s for p in people)

@@ -137,13 +137,13 @@ def test_renderer_hook(db, tmp_path, capsys, monkeypatch):
         "    return 'CUSTOM ' + ' | '.join(f\"{o['x']:.2f}\" for o in query.as_dicts())\n"
     )
     status, out, _ = run_cli(
-        capsys, monkeypatch, "session", "run", db, "alice", "--renderer", f"{plugin}:render",
+        capsys, monkeypatch, "session", "run", db, "alice", "--text-renderer", f"{plugin}:render",
         "--max-answers", "1", stdin="a\n",
     )  # fmt: skip
     assert status == 0 and out.count("CUSTOM ") == 1
     plugin.write_text("def broken(query):\n    raise RuntimeError('no screen')\n")
     status, out, _ = run_cli(
-        capsys, monkeypatch, "session", "run", db, "alice", "--renderer", f"{plugin}:broken",
+        capsys, monkeypatch, "session", "run", db, "alice", "--text-renderer", f"{plugin}:broken",
         "--max-answers", "1", stdin="b\n",
     )  # fmt: skip
     assert status == 0 and "the renderer failed: RuntimeError: no screen" in out
@@ -153,7 +153,7 @@ def test_renderer_hook(db, tmp_path, capsys, monkeypatch):
         ("render", "MODULE:FUNCTION"),
     ]:
         status, _, err = run_cli(capsys, monkeypatch, "session", "run", db, "alice",
-                                 "--renderer", bad)  # fmt: skip
+                                 "--text-renderer", bad)  # fmt: skip
         assert status == 2 and match in err
     assert kinds(db) == [("winner", 0, True), ("winner", 1, True)]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import time
 
 import pytest
 
@@ -158,7 +159,8 @@ def test_answer_replay_second_tab_and_undo(served):
         tab2 = c.get(f"/a/{token}").text  # the same query in a second tab
         qid = query_id(tab1)
         assert query_id(tab2) == qid
-        assert 'data-key="1"' in tab1 and 'data-key="2"' in tab1 and 'data-key="u"' in tab1
+        assert 'data-key="1"' in tab1 and 'data-key="2"' in tab1
+        assert 'data-key="u"' not in tab1  # nothing to undo yet: no undo offered
         assert "<progress" in tab1 and "<meter" in tab1
         n0 = answers(served.path, "alice")
         form = {"nonce": nonces(tab1)[0], "query_id": qid, "choice": "1"}
@@ -191,9 +193,12 @@ def test_answer_replay_second_tab_and_undo(served):
             assert [h.answer.kind for h in s.history()][-2:] == ["tie", "skip"]
         # undo: the skipped query is asked again
         page = wait_for_query(c, token)
+        assert 'data-key="u"' in page and "Question 4 of 6" in page  # numbering counts answers
         undo_nonce = nonces(page)[-1]
         r = c.post(f"/a/{token}/undo", data={"nonce": undo_nonce}, follow_redirects=False)
-        assert r.status_code == 303
+        assert r.status_code == 303 and r.headers["location"] == f"/a/{token}?undone=skip"
+        confirmed = c.get(r.headers["location"]).text  # the page says what was withdrawn
+        assert "Undone: a skip was withdrawn" in confirmed and "Question 3 of 6" in confirmed
         with Session.open(served.path, "alice") as s:
             assert s.history()[-1].answer.retracted_at is not None
             retracted = sum(h.answer.retracted_at is not None for h in s.history())
@@ -343,7 +348,7 @@ def test_results_view_images_and_exports(tmp_path):
             assert r.status_code == 200 and r.content.startswith(b"\x89PNG")
         csv = c.get("/admin/s/1/export.csv")
         assert csv.status_code == 200 and "attachment" in csv.headers["content-disposition"]
-        assert csv.text.startswith("answer_id,")
+        assert csv.text.startswith("session,answer_id,")
         js = c.get("/admin/s/1/export.json")
         assert js.json()["session"]["name"] == "carol"
         assert c.get("/admin/s/99").status_code == 404
@@ -357,8 +362,9 @@ def test_results_view_images_and_exports(tmp_path):
         ("qeubo", 3, ["winner", "winner", "winner"]),  # choices among three options
     ],
 )
-def test_results_view_without_pairwise_answers(tmp_path, strategy, q, answers):
-    """Ties and choices among q > 2 options: the page says why there is no graph, no error."""
+def test_results_view_with_ties_and_choices_among_more_options(tmp_path, strategy, q, answers):
+    """Ties and choices among q > 2 options keep the graph: a tie joins two designs, a choice
+    joins the chosen option with each other one."""
     path = tmp_path / "c.db"
     Session.create(path, "dave", {"x": (0, 1), "y": (0, 1)}, strategy, q, 0, n_initial=2).close()
     with Session.open(path, "dave") as s:
@@ -368,9 +374,13 @@ def test_results_view_without_pairwise_answers(tmp_path, strategy, q, answers):
     with ThreadServer(path) as server, server.client(admin=True) as c:
         page = c.get("/admin/s/1")
         assert page.status_code == 200
-        assert "diagnostics cover pairwise answers only" in page.text
-        assert "graph.png" not in page.text and "utility.png" in page.text
-        assert c.get("/admin/s/1/graph.png").status_code == 404
+        n = len(answers)
+        pairs = n if q == 2 else n * (q - 1)  # new designs in every query
+        assert f"{pairs} compared pairs" in page.text and f"{n} group(s)" in page.text
+        assert ("“no preference” (kept" in page.text) == ("tie" in answers)
+        assert "x: the answers" in page.text and "y: the answers" in page.text
+        r = c.get("/admin/s/1/graph.png")
+        assert r.status_code == 200 and r.content.startswith(b"\x89PNG")
         r = c.get("/admin/s/1/utility.png")
         assert r.status_code == 200 and r.content.startswith(b"\x89PNG")
 
@@ -481,3 +491,38 @@ def test_the_page_waits_for_the_next_query(tmp_path):
             assert r.status_code == 200 and r.url.path == f"/a/{token}"
             assert query_id(r.text) not in (None, query_id(page))  # the next query, at once
     assert answers(path, "s") == 3
+
+
+def test_the_finished_page_shows_the_final_recommendation_only_when_asked_to(tmp_path):
+    from botorch_pref.sessions.links import TokenStore
+
+    path = tmp_path / "a.db"
+    quick_session(path, "shown", budget=2)
+    quick_session(path, "hidden", budget=2)
+    tokens = TokenStore(path)
+    tokens.ensure("shown", "table", "Which?", show_best=True)
+    tokens.close()
+    with ThreadServer(path) as server, server.client(admin=True) as c:
+        page = c.get("/admin").text
+        for name in ("shown", "hidden"):
+            row = next(r for r in page.split("<tr>") if f"<bdi>{name}</bdi></td>" in r)
+            token = links(row)[0]
+            for _ in range(2):
+                html = wait_for_query(c, token)
+                form = {"nonce": nonces(html)[0], "query_id": query_id(html), "choice": "0"}
+                r = c.post(f"/a/{token}/answer", data=form, follow_redirects=False)
+                assert r.status_code == 303
+            for _ in range(600):  # the final recommendation is computed after the last answer
+                done = c.get(f"/a/{token}").text
+                if 'id="done"' in done and "Computing the final" not in done:
+                    break
+                time.sleep(0.05)
+            assert 'id="undo"' not in done  # nothing to undo on the finished page
+            if name == "hidden":
+                assert "recommendation" not in done.lower()
+                continue
+            with Session.open(path, name) as s:
+                best = s.best()  # after both answers
+            assert "Final recommendation" in done
+            shown = done.split("Final recommendation")[1]
+            assert f'value="{best.x["x"]!r}"' in shown or f"{best.x['x']:.4g}" in shown

@@ -40,6 +40,11 @@ from tests.test_web_helpers import ADMIN, ThreadServer, links, quick_session  # 
 SHOTS = os.environ.get("BOTORCH_PREF_WEB_SCREENSHOTS")
 
 
+def _console_errors(driver) -> list[str]:
+    """The browser console's errors since the last call (a favicon 404 would be one)."""
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
 def _chromium(javascript: bool = True):
     assert CHROMIUM is not None and DRIVER is not None, "CI must have chromium and chromedriver"
     options = webdriver.ChromeOptions()
@@ -54,6 +59,7 @@ def _chromium(javascript: bool = True):
         "--no-first-run",
     ):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     if not javascript:
         options.add_experimental_option(
             "prefs", {"profile.managed_default_content_settings.javascript": 2}
@@ -209,6 +215,8 @@ def test_the_page_works_with_javascript_off(browser_without_javascript, tmp_path
             token = links(c.get("/admin").text)[0]
         driver.get(f"{server.url}/a/{token}")
         first = _wait_for_new_query(driver, None)  # the page refreshed itself (meta refresh)
+        hints = driver.find_elements(By.CSS_SELECTOR, ".keys, kbd")
+        assert hints and not any(h.is_displayed() for h in hints)  # keys need the script
         driver.find_element(By.CSS_SELECTOR, 'button[name=choice][value="1"]').click()
         second = _wait_for_new_query(driver, first)
         driver.find_element(By.CSS_SELECTOR, 'button[name=choice][value="tie"]').click()
@@ -222,3 +230,70 @@ def test_the_page_works_with_javascript_off(browser_without_javascript, tmp_path
             (second, "tie", None),
         ]
         assert history[1].answer.retracted_at is not None
+
+
+def _answer(driver, qid: int | None, n: int) -> int | None:
+    """Click the first option ``n`` times, each time waiting for the next query."""
+    for _ in range(n):
+        driver.find_element(By.CSS_SELECTOR, 'button[name=choice][value="0"]').click()
+        qid = _wait_for_new_query(driver, qid)
+    return qid
+
+
+def test_a_tab_answers_through_a_server_restart_without_a_reload(browser, tmp_path):
+    path = tmp_path / "restart.db"
+    quick_session(path, "cy", {"x": (0, 1), "y": (0, 1)}, budget=20)
+    with ThreadServer(path) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        with server.client(admin=True) as c:
+            token = links(c.get("/admin").text)[0]
+        browser.get(f"{server.url}/a/{token}")
+        qid = _answer(browser, _wait_for_new_query(browser, None), 5)
+    # the server is gone; the tab still shows its question. A new server on the same file:
+    with ThreadServer(path, port=port):
+        _answer(browser, qid, 5)  # the same tab, no reload by hand
+        assert "10 of 20 answered" in browser.page_source
+    with Session.open(path, "cy") as s:
+        history = s.history()
+    assert len(history) == 10 and len({h.answer.query_id for h in history}) == 10
+    assert all(h.answer.retracted_at is None for h in history)
+
+
+def test_the_documented_pages_render_without_console_errors(browser, tmp_path):
+    """The admin page with links, the results page with diagnostics and a question with four
+    options (saved as the docs' pictures when ``BOTORCH_PREF_WEB_SCREENSHOTS`` names a folder)."""
+    path = tmp_path / "study.db"
+    params = {"sweetness": (0, 10), "sourness": (0, 5), "temperature": (4, 60)}
+    for name in ("participant-01", "participant-02", "participant-03"):
+        Session.create(path, name, params, "eubo", 2, 7, budget=20, n_initial=4).close()
+    Session.create(path, "four-way", params, "qeubo", 4, 3, budget=12, n_initial=4).close()
+    with Session.open(path, "participant-01") as s:
+        for i in range(8):
+            query = s.ask()
+            s.answer(query.id, tie=True) if i == 5 else s.answer(query.id, winner=i % 2)
+    with ThreadServer(path) as server:
+        browser.get(f"{server.url}/admin/login?token={ADMIN}")
+        assert "participant-03" in browser.page_source
+        assert len(browser.find_elements(By.CSS_SELECTOR, "button.copy")) == 4  # JS shows them
+        _save(browser, tmp_path, "admin-links.png", height=900)
+        assert _console_errors(browser) == []
+        browser.get(f"{server.url}/admin/s/1")
+        WebDriverWait(browser, 180).until(
+            lambda d: d.execute_script(
+                "return Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)"
+            )
+        )
+        assert "What the answers say" in browser.page_source
+        _save(browser, tmp_path, "results-diagnostics.png", height=2000)
+        assert _console_errors(browser) == []
+        with server.client(admin=True) as c:
+            token = links(c.get("/admin").text)[3]
+        browser.get(f"{server.url}/a/{token}")
+        _wait_for_new_query(browser, None)
+        options = browser.find_elements(By.CSS_SELECTOR, "section.option")
+        assert len(options) == 4
+        tops = {round(o.rect["y"]) for o in options}
+        widths = {round(o.rect["width"]) for o in options}
+        assert len(tops) == 1 and len(widths) == 1  # one row of four equal options
+        _save(browser, tmp_path, "question-q4.png", height=900)
+        assert _console_errors(browser) == []

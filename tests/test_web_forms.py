@@ -28,6 +28,7 @@ with warnings.catch_warnings():  # newer Starlette prefers another HTTP client f
 
 from botorch_pref.sessions import Session
 from botorch_pref.web.app import WebConfig, create_app
+from tests.test_web_crash import _free_port
 from tests.test_web_helpers import ADMIN, create_form, links, nonces, query_id, quick_session
 
 BEARER = {"authorization": f"Bearer {ADMIN}"}
@@ -145,11 +146,18 @@ def test_the_printed_links_work_on_any_loopback_address(
 
     quick_session(tmp_path / "a.db", "s")
     served = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+
+    def run(server, sockets):
+        served.update(app=server.config.app, sockets=sockets)
+        served.update(host=sockets[0].getsockname()[0], port=sockets[0].getsockname()[1])
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    port = _free_port()
     args = argparse.Namespace(
         db=str(tmp_path / "a.db"),
+        create=False,
         host=host,
-        port=8123,
+        port=port,
         token=ADMIN,
         renderer=[],
         demo=None,
@@ -159,7 +167,7 @@ def test_the_printed_links_work_on_any_loopback_address(
         max_body=16 * 1024,
     )
     assert cmd_serve(args) == 0
-    assert served["host"] == host and served["port"] == 8123
+    assert served["host"] == {"localhost": "127.0.0.1"}.get(host, host) and served["port"] == port
     app = served["app"]
     try:
         admin = next(
@@ -176,7 +184,7 @@ def test_the_printed_links_work_on_any_loopback_address(
 def _token(client: TestClient, name: str) -> str:
     """The answer-link token of a session, from the admin page."""
     for row in client.get("/admin").text.split("<tr>")[1:]:
-        if f"<td>{name}</td>" in row:
+        if f'<td class="name"><bdi>{name}</bdi></td>' in row:
             return links(row)[0]
     raise AssertionError(f"no link for {name!r}")
 
@@ -277,7 +285,7 @@ def test_a_session_of_an_unknown_strategy_does_not_break_the_admin_page(make_app
     r = client.get("/admin")
     assert r.status_code == 200
     assert _token(client, "old")
-    row = next(row for row in r.text.split("<tr>") if "<td>new</td>" in row)
+    row = next(row for row in r.text.split("<tr>") if "<bdi>new</bdi>" in row)
     assert "unreadable" in row.lower() and "future" in row and "/a/" not in row
 
 

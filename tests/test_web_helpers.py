@@ -34,11 +34,13 @@ def quick_session(path: Path, name: str, parameters: dict | None = None, **optio
 class ThreadServer:
     """The web app served by uvicorn on 127.0.0.1 (a free port) in a thread of this process."""
 
-    def __init__(self, path: Path, **options) -> None:
+    def __init__(self, path: Path, port: int = 0, **options) -> None:
         self.config = WebConfig(path, ADMIN, **options)
         self.app = create_app(self.config)
         self.server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+            uvicorn.Config(
+                self.app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+            )
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -105,8 +107,8 @@ def wait_for_query(client: httpx.Client, token: str, tries: int = 1200) -> str:
 
 
 def links(html: str) -> list[str]:
-    """Every answer-link token on the admin page."""
-    return re.findall(r'href="/a/([^"]+)"', html)
+    """Every answer-link token on the admin page (its links are full URLs)."""
+    return re.findall(r'class="answer-link" href="http://[^"/]+/a/([^"]+)"', html)
 
 
 # Functions the tests run on a worker process's session (sent by name: module level).

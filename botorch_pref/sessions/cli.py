@@ -3,13 +3,26 @@
 Examples::
 
     botorch-pref session create study.db alice --param sweetness:0:10 --param sourness:0:5 \\
-        --strategy eubo --seed 0 --budget 30
+        --strategy eubo --seed 0 --budget 30 --question "Which drink do you prefer?"
     botorch-pref session run study.db alice            # answer queries; q quits, run resumes
-    botorch-pref session run study.db alice --renderer mypkg.show:render
+    botorch-pref session run study.db alice --text-renderer mypkg.show:describe
     botorch-pref session status study.db alice
     botorch-pref session export study.db alice -o alice.csv
+    botorch-pref session export-all study.db -o study.csv   # every session, one file
     botorch-pref session import study.db alice earlier.json
     botorch-pref session list study.db
+    botorch-pref session links study.db --base-url https://study.example.org --csv links.csv
+    botorch-pref session rotate study.db alice         # a new answer link; the old one is refused
+    botorch-pref session revoke study.db alice         # no link opens the session any more
+
+Two kinds of renderer, two names: ``--renderer`` (``create``, and ``serve``) names the function
+that draws an option on the answer page, ``function(values: dict) -> picture, sound or text``;
+``--text-renderer`` (``run``) names the function that prints a query in the terminal,
+``function(query) -> str``.
+
+Answer links (``create``, ``links``, ``rotate``) are rebuilt from the link key beside the
+database (``study.db.key``, see :mod:`botorch_pref.sessions.links`); the database stores only
+their hashes.
 
 ``run`` is the interactive loop of :mod:`botorch_pref.sessions.terminal`. Every error a person
 can cause (a bad name, a damaged file, an unwritable export path) ends the command with a
@@ -31,6 +44,15 @@ from typing import Any
 
 from botorch_pref.runtime import positive_int
 from botorch_pref.sessions.errors import one_line
+from botorch_pref.sessions.link_commands import (
+    add_base_url,
+    base_url,
+    cmd_links,
+    cmd_revoke,
+    cmd_rotate,
+)
+from botorch_pref.sessions.links import DEFAULT_PROMPT, link_session, page_settings
+from botorch_pref.sessions.settings import MAX_TEXT
 from botorch_pref.sessions.terminal import (
     Command,
     describe_best,
@@ -53,8 +75,27 @@ __all__ = [
 ]
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` that shows each option's default (none for options without one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or action.default == []:
+            return action.help
+        return super()._get_help_string(action)
+
+
+#: The model names ``session create --model`` takes, each explained in its ``--help``.
+MODELS = {
+    "laplace": "the package's preference GP (PairwiseLaplaceGP), models 'no preference' "
+    "answers and choices among q options",
+    "laplace-box": "the same GP with BoTorch PairwiseGP's flat outputscale prior",
+    "pairwisegp": "BoTorch's own PairwiseGP, pairs only (for comparison with BoTorch)",
+}
+
+
 def add_arguments(session: argparse.ArgumentParser) -> None:
     """Add the sub-commands of ``botorch-pref session`` to its parser."""
+    session.formatter_class = HelpFormatter
     sub = session.add_subparsers(dest="session_command", metavar="SUBCOMMAND")
     sub.required = True
     _add_create(sub)
@@ -67,21 +108,45 @@ def add_arguments(session: argparse.ArgumentParser) -> None:
         "pick, s skip, t no preference, u undo, q quit, ? help.",
     )
     run.add_argument(
-        "--renderer",
+        "--text-renderer",
         metavar="MODULE:FUNCTION",
-        help="function(query) -> str printed under each query (module or file.py path)",
+        help="function(query) -> str printed under each query (module or file.py path); "
+        "not the answer page's --renderer",
     )
-    run.add_argument("--max-answers", type=positive_int, help="stop after this many")
+    run.add_argument("--max-answers", type=positive_int, help="stop after this many answers")
     status_help = "show a session's progress, pending query and best"
     _add(sub, "status", _with_session(cmd_status), status_help)
     ex = _add(sub, "export", _with_session(cmd_export), "export a session to CSV or JSON")
     ex.add_argument("-o", "--output", help="output file (default: standard output)")
     ex.add_argument("--format", choices=("csv", "json"), help="default: from the suffix, else json")
+    ea = _add(
+        sub,
+        "export-all",
+        cmd_export_all,
+        "export every session of a database to one CSV or JSON file",
+        positionals=("db",),
+    )
+    ea.add_argument("-o", "--output", help="output file (default: standard output)")
+    ea.add_argument("--format", choices=("csv", "json"), help="default: from the suffix, else csv")
     import_help = "import comparisons collected elsewhere (CSV or JSON)"
     im = _add(sub, "import", _with_session(cmd_import), import_help)
     im.add_argument("file", help="a session export or a file of comparisons")
     im.add_argument("--format", choices=("csv", "json"), help="default: from the suffix")
     _add(sub, "list", cmd_list, "list the sessions in a database", positionals=("db",))
+    links = _add(
+        sub,
+        "links",
+        cmd_links,
+        "list every session's answer link (for a mail merge: --csv)",
+        positionals=("db",),
+    )
+    add_base_url(links)
+    links.add_argument(
+        "--csv", metavar="FILE", help="write 'session,answer_url,status' rows there ('-': stdout)"
+    )
+    rotate = _add(sub, "rotate", cmd_rotate, "give a session a new answer link (old: refused)")
+    add_base_url(rotate)
+    _add(sub, "revoke", cmd_revoke, "withdraw a session's answer link (answers are kept)")
 
 
 #: The help of the positional arguments the sub-commands share.
@@ -99,7 +164,7 @@ def _add(
 ) -> argparse.ArgumentParser:
     """A sub-command taking ``DB NAME`` (or the given ``positionals``) that runs ``func(args)``
     with its ``OSError`` s turned into one-line messages (:func:`_guarded`)."""
-    parser = sub.add_parser(name, help=help, description=description)
+    parser = sub.add_parser(name, help=help, description=description, formatter_class=HelpFormatter)
     for positional in positionals:
         parser.add_argument(positional, help=_POSITIONALS[positional])
     parser.set_defaults(func=_guarded(func))
@@ -160,12 +225,27 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         metavar="NAME:LOW:HIGH",
         help="a parameter and its bounds in your units (repeat for each)",
     )
-    cr.add_argument("--strategy", choices=STRATEGIES, default="eubo")
+    cr.add_argument(
+        "--strategy", choices=STRATEGIES, default="eubo", help="how the next query is chosen"
+    )
     cr.add_argument("-q", "--q", type=int, default=2, help="options per query")
     cr.add_argument("--seed", type=int, default=None, help="default: drawn and stored")
-    cr.add_argument("--budget", type=int, default=None, help="planned number of answers")
-    cr.add_argument("--n-initial", type=int, default=None, help="random queries first")
-    cr.add_argument("--model", default=None, help="laplace (default), laplace-box or pairwisegp")
+    cr.add_argument(
+        "--budget", type=int, default=None, help="planned number of answers (default: none)"
+    )
+    cr.add_argument(
+        "--n-initial",
+        type=int,
+        default=None,
+        help="random queries before the strategy's (default: the optimiser's, 2 per parameter)",
+    )
+    cr.add_argument(
+        "--model",
+        choices=tuple(MODELS),
+        default=None,
+        help="the preference model (default: laplace): "
+        + "; ".join(f"{k}: {v}" for k, v in MODELS.items()),
+    )
     cr.add_argument(
         "--answers",
         choices=("choice", "pairs"),
@@ -177,6 +257,28 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="record 'no preference' answers without modelling them (default for q = 2: model)",
     )
+    page = cr.add_argument_group("the answer page (botorch-pref serve)")
+    page.add_argument(
+        "--question",
+        default=None,
+        help=f"the question above the options, at most {MAX_TEXT} characters (default: "
+        f"{DEFAULT_PROMPT!r})",
+    )
+    page.add_argument(
+        "--renderer",
+        default=None,
+        metavar="NAME|MODULE:FUNCTION",
+        help="how the page draws an option: table, colour, or function(values: dict) -> "
+        "picture/sound/text (serve must be started with the same --renderer); default: colour "
+        "for colour parameters, else table",
+    )
+    page.add_argument(
+        "--show-recommendation",
+        action="store_true",
+        help="participants see the current recommendation (default: only the experimenter, "
+        "on the results page)",
+    )
+    add_base_url(cr)
 
 
 # --------------------------------------------------------------------- commands
@@ -210,6 +312,9 @@ def cmd_create(args: argparse.Namespace) -> int:
     if args.no_ties:
         options["ties"] = False
     params = [_parse_param(p) for p in args.param]
+    base = base_url(args.base_url)
+    # checked before anything is written
+    prompt, renderer = page_settings(args.question, args.renderer)
     with Session.create(
         args.db, args.name, params, args.strategy, args.q, args.seed, budget=args.budget, **options
     ) as s:
@@ -217,13 +322,34 @@ def cmd_create(args: argparse.Namespace) -> int:
             f"Created session {s.name!r} in {args.db}: {describe_params(s.parameters)}; "
             f"strategy {s.strategy}, q = {s.q}, seed {s.seed}."
         )
-        print(f"Start it with: botorch-pref session run {_shell(args.db, s.name)}")
+    record = link_session(args.db, args.name, question=prompt, renderer=renderer,
+                          show_recommendation=args.show_recommendation)  # fmt: skip
+    print(f"Answer link (botorch-pref serve {_shell(args.db)}): {base}/a/{record.token}")
+    print(f"Start it with: botorch-pref session run {_shell(args.db, args.name)}")
+    return 0
+
+
+def cmd_export_all(args: argparse.Namespace) -> int:
+    """``session export-all``: every session in one file (a file is replaced atomically)."""
+    from botorch_pref.sessions.export import export_study
+
+    fmt = args.format
+    if fmt is None:
+        suffix = Path(args.output).suffix.lower().lstrip(".") if args.output else ""
+        fmt = suffix if suffix in ("csv", "json") else "csv"
+    if not Path(args.db).is_file():
+        raise FileNotFoundError(f"No session database {args.db!r}.")
+    if args.output is None:
+        export_study(args.db, sys.stdout, fmt)
+    else:
+        n = export_study(args.db, args.output, fmt)
+        print(f"Exported {n} answers of every session in {args.db} to {args.output} ({fmt}).")
     return 0
 
 
 def cmd_run(args: argparse.Namespace, s: Any) -> int:
     """``session run``: the interactive loop."""
-    renderer = load_renderer(args.renderer) if args.renderer else None
+    renderer = load_renderer(args.text_renderer) if args.text_renderer else None
     try:
         return run_loop(s, renderer=renderer, max_answers=args.max_answers, db=args.db)
     except KeyboardInterrupt:

@@ -28,7 +28,7 @@ from typing import Any
 
 from botorch_pref.loop.answers import Answer as ValidAnswer
 from botorch_pref.sessions.errors import ImportFormatError, InvalidAnswerError
-from botorch_pref.sessions.export import EXPORT_FORMAT
+from botorch_pref.sessions.export import EXPORT_FORMAT, csv_untext
 from botorch_pref.sessions.records import check_answer
 
 __all__ = ["ImportRecord", "parse_comparisons", "read_comparisons"]
@@ -236,6 +236,11 @@ def _parse_csv(text: str, parameters: Sequence[tuple[str, float, float]]) -> lis
     """Group CSV rows into comparisons and check them."""
     reader = csv.DictReader(io.StringIO(text))
     try:
+        if reader.fieldnames is not None:
+            reader.fieldnames = [
+                csv_untext(f)  # formula-like names, escaped
+                for f in reader.fieldnames
+            ]
         rows = list(reader)
     except csv.Error as err:
         raise ImportFormatError(f"Malformed CSV: {err}") from None

@@ -54,6 +54,7 @@ from botorch_pref.sessions.records import (
 )
 from botorch_pref.sessions.schema import SCHEMA_VERSION
 from botorch_pref.sessions.settings import (
+    check_name,
     check_settings,
     normalize_parameters,
     progress_from_counts,
@@ -113,7 +114,7 @@ class Session(Closing):
             timeout: Seconds to wait for another process's lock.
             **optimizer_options: Other ``PreferenceOptimizer`` settings, the names in
                 :data:`~botorch_pref.sessions.settings.OPTIMIZER_OPTIONS` (``n_initial``,
-                ``model`` (a name), ``kernel``, ``lengthscale_prior``, ``link``,
+                ``model`` (a name), ``kernel``, ``inference``,
                 ``refit_every``, ``local_every``, ``lookahead_every``, ...).
                 A new session with ``q = 2`` and a Laplace model models "no preference"
                 answers (``ties=True``) unless told otherwise; with ``q > 2`` an answer is a
@@ -126,10 +127,7 @@ class Session(Closing):
             SessionError: For bad settings, an existing name, or a file that is not a session
                 database (subclasses say which).
         """
-        if not isinstance(name, str) or not name.strip() or name != name.strip():
-            raise SessionError(
-                f"A session name is a non-empty string without spaces at its ends, got {name!r}."
-            )
+        check_name(name)
         params = normalize_parameters(parameters)
         settings = check_settings(params, strategy, q, seed, budget, dict(optimizer_options))
         budget = None if budget is None else int(budget)  # checked: a numpy integer too
@@ -259,6 +257,11 @@ class Session(Closing):
             The query, or ``None``.
         """
         return self._store.pending(self._row)
+
+    def mark_shown(self) -> Query | None:
+        """Record that the pending query is shown now (its response time counts from now);
+        return it, or ``None`` (nothing written) when none is pending."""
+        return self._store.show_query(self._row)
 
     def ask(self) -> Query:
         """The query to show now: the pending one if any, else a new one (stored first).
@@ -460,12 +463,7 @@ class Session(Closing):
             write = partial(export.write_json, self.to_dict(state))
         else:
             write = partial(export.write_csv, self._row, state)
-        if isinstance(out, (str, os.PathLike)):
-            export.write_atomic(out, write)
-        elif hasattr(out, "write"):
-            write(out)
-        else:
-            raise SessionError(f"Cannot write to {out!r}.")
+        export.write_to(out, write)
         return len(state.answers)
 
     def export(self, out: str | os.PathLike[str], fmt: str | None = None) -> int:

@@ -6,6 +6,7 @@ Also :func:`progress_from_counts`, the counts a session reports without a model.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Mapping, Sequence
 from numbers import Integral
 from typing import Any
@@ -22,8 +23,12 @@ from botorch_pref.sessions.sql import SQLITE_MAX_INT
 __all__ = [
     "LEGACY_INFERENCE",
     "LEGACY_KERNEL",
+    "MAX_NAME",
+    "MAX_TEXT",
     "OPTIMIZER_OPTIONS",
+    "check_name",
     "check_settings",
+    "check_text",
     "normalize_parameters",
     "progress_from_counts",
     "stored_options",
@@ -39,6 +44,60 @@ LEGACY_KERNEL = "rbf"
 #: Likewise the posterior approximation of sessions stored before it was a setting.
 LEGACY_INFERENCE = "laplace"
 _RESERVED_NAMES = frozenset(CSV_COLUMNS)
+#: Most characters of a session or parameter name.
+MAX_NAME = 200
+#: Most characters of a question shown above the options.
+MAX_TEXT = 300
+#: Characters that reorder the text around them (bidirectional embeddings, overrides,
+#: isolates and marks): in a name they make it read as something else.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def check_text(value: Any, what: str, max_length: int = MAX_TEXT) -> str:
+    """Check a text shown to people: a string of 1 to ``max_length`` characters without spaces
+    at its ends, control characters, line breaks or bidirectional controls.
+
+    Args:
+        value: The text.
+        what: What it is, for the message (``"A session name"``).
+        max_length: Most characters.
+
+    Returns:
+        The text.
+
+    Raises:
+        SessionError: For anything else (nothing is written then).
+    """
+    if not isinstance(value, str) or not value.strip() or value != value.strip():
+        raise SessionError(
+            f"{what} is a non-empty string without spaces at its ends, got {value!r:.80}."
+        )
+    if len(value) > max_length:
+        raise SessionError(f"{what} has at most {max_length} characters, got {len(value)}.")
+    for ch in value:
+        if ch in _BIDI or unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp"):
+            raise SessionError(
+                f"{what} may not contain control or text-direction characters, got U+{ord(ch):04X}"
+                f" in {value!r:.80}."
+            )
+    return value
+
+
+def check_name(value: Any, what: str = "A session name") -> str:
+    """Check a session or parameter name (:func:`check_text` with at most :data:`MAX_NAME`
+    characters): the one check of names everywhere (API, command line, admin page).
+
+    Args:
+        value: The name.
+        what: What it is, for the message.
+
+    Returns:
+        The name.
+
+    Raises:
+        SessionError: For a bad name.
+    """
+    return check_text(value, what, MAX_NAME)
 
 
 def normalize_parameters(
@@ -67,8 +126,7 @@ def normalize_parameters(
         raise SessionError("A session needs at least one parameter.")
     names = [n for n, _, _ in items]
     for name in names:
-        if not isinstance(name, str) or not name.strip() or name != name.strip():
-            raise SessionError(f"Parameter names must be non-empty strings, got {name!r}.")
+        check_name(name, "A parameter name")
         if name in _RESERVED_NAMES:
             raise SessionError(
                 f"{name!r} is a column of the CSV export; rename the parameter "

@@ -64,7 +64,7 @@ def load_renderer(spec: str) -> Renderer:
     """
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"--renderer must be MODULE:FUNCTION, got {spec!r}.")
+        raise ValueError(f"A renderer must be MODULE:FUNCTION, got {spec!r}.")
     try:
         if module_name.endswith(".py"):
             # one module name per file: renderers loaded together (the web page's) must not

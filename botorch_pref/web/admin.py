@@ -5,6 +5,8 @@ Every route here needs the admin token (see :func:`~botorch_pref.web.state.requi
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from typing import Any
 
@@ -13,9 +15,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from botorch_pref.loop import STRATEGIES
-from botorch_pref.sessions import DatabaseBusyError, Session, SessionError, SessionExistsError
+from botorch_pref.sessions import DatabaseBusyError, Session, SessionExistsError
+from botorch_pref.sessions.export import csv_text
+from botorch_pref.sessions.links import WebSession, page_settings
+from botorch_pref.sessions.settings import MAX_NAME, MAX_TEXT, check_name
 from botorch_pref.web.nonces import NonceStatus
-from botorch_pref.web.renderers import default_renderer
 from botorch_pref.web.security import same_token
 from botorch_pref.web.state import (
     ADMIN_COOKIE,
@@ -27,62 +31,84 @@ from botorch_pref.web.state import (
     require_admin,
     web_state,
 )
-from botorch_pref.web.tokens import WebSession
 
 __all__ = [
+    "PAGE_SIZE",
     "admin_create",
+    "admin_link_action",
+    "admin_links_csv",
     "admin_login",
     "admin_page",
     "admin_status",
+    "base_url",
     "create_session",
+    "link_rows",
     "parse_parameters",
     "session_rows",
 ]
 
-_MAX_NAME = 200
 _MAX_PARAMS = 50
-_MAX_PROMPT = 300
 
 
 async def admin_login(request: Request) -> Response:
     """GET ``/admin/login?token=``: check the admin token and keep it in a cookie."""
     state = web_state(request)
-    if not same_token(request.query_params.get("token"), state.config.admin_token):
+    if not same_token(request.query_params.get("token"), state.admin_token):
         raise HTTPProblem(403, "Wrong admin token.")
     response = RedirectResponse("/admin", status_code=303)
-    response.set_cookie(
-        ADMIN_COOKIE, state.config.admin_token, httponly=True, samesite="strict", path="/"
+    response.set_cookie(  # kept for 30 days: the admin token outlives a restart
+        ADMIN_COOKIE,
+        state.admin_token,
+        max_age=30 * 24 * 3600,
+        httponly=True,
+        samesite="strict",
+        path="/",
     )
     return response
 
 
-def session_rows(state: WebState) -> list[dict[str, Any]]:
-    """Every session of the file with its web record (made for sessions created elsewhere).
+#: Sessions per admin page.
+PAGE_SIZE = 50
+
+
+def session_rows(
+    state: WebState, page: int = 1, per_page: int | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of the file's sessions with their web records (made for sessions created
+    elsewhere, on the pages shown).
 
     A session this version cannot open (e.g. of a strategy it does not know) gets no record:
     its row says why (``problem``) instead of giving links.
 
     Args:
         state: The server's state.
+        page: The page, from 1 (a page past the last gives the last).
+        per_page: Sessions per page (``None``: all on one page).
 
     Returns:
-        One row per session: ``record`` (``None`` for an unreadable one), ``problem`` (``""``
-        unless unreadable), ``summary``, ``answered``, ``budget``, ``done``.
+        ``(rows, pages)``: one row per session of the page, with ``record`` (``None`` for an
+        unreadable one), ``problem`` (``""`` unless unreadable), ``summary``, ``answered``,
+        ``budget``, ``done``; and the number of pages.
     """
-    if state.tokens() is None:
-        return []
+    tokens = state.tokens()
+    if tokens is None:
+        return [], 1
+    summaries = Session.list(state.path)
+    size = per_page or max(1, len(summaries))
+    pages = max(1, math.ceil(len(summaries) / size))
+    page = min(max(1, page), pages)
+    shown = summaries[(page - 1) * size : page * size]
+    records = tokens.all()
+    missing = [m for m in shown if m.name not in records and m.strategy in STRATEGIES]
+    if missing:  # sessions created elsewhere get their links, in one transaction
+        tokens.ensure_all([(m.name, "auto", DEFAULT_PROMPT, False) for m in missing])
+        records = tokens.all()
     out = []
-    for summary in Session.list(state.path):
-        record, problem = None, ""
+    for summary in shown:
+        record, problem = records.get(summary.name), ""
         if summary.strategy not in STRATEGIES:
+            record = None
             problem = f"Unreadable: strategy {summary.strategy!r} is unknown to this version."
-        else:
-            try:
-                record = state.record(summary.name)
-            except DatabaseBusyError:
-                raise
-            except SessionError as err:
-                problem = f"Unreadable: {err}"
         p = summary.progress
         out.append(
             {
@@ -94,22 +120,49 @@ def session_rows(state: WebState) -> list[dict[str, Any]]:
                 "done": p.done,
             }
         )
-    return out
+    return out, pages
+
+
+def base_url(request: Request) -> str:
+    """The server's address as the request named it (answer links are built on it).
+
+    Args:
+        request: The request (its ``Host`` header was checked).
+
+    Returns:
+        ``scheme://host[:port]``.
+    """
+    return str(request.base_url).rstrip("/")
+
+
+def _page_number(request: Request) -> int:
+    text = request.query_params.get("page", "1")
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 7 else 1
 
 
 def _admin_context(
-    state: WebState, form: dict[str, str] | None = None, error: str = ""
+    state: WebState,
+    request: Request,
+    form: dict[str, str] | None = None,
+    error: str = "",
+    notice: str = "",
 ) -> dict[str, Any]:
-    from botorch_pref.loop import STRATEGIES
-
+    page = _page_number(request)
+    rows, pages = session_rows(state, page, PAGE_SIZE)
     return {
-        "sessions": session_rows(state),
+        "sessions": rows,
+        "page": min(page, pages),
+        "pages": pages,
+        "base": base_url(request),
         "strategies": STRATEGIES,
         "renderers": ("auto", *state.renderers.names),
         "nonce": state.nonces.issue("admin"),
         "form": form or {},
         "error": error,
+        "notice": notice,
         "path": str(state.path),
+        "max_name": MAX_NAME,
+        "max_text": MAX_TEXT,
     }
 
 
@@ -117,7 +170,7 @@ async def admin_page(request: Request) -> Response:
     """GET ``/admin``: the sessions and the create form."""
     state = web_state(request)
     require_admin(state, request)
-    context = await run_in_threadpool(_admin_context, state)
+    context = await run_in_threadpool(_admin_context, state, request)
     return state.render("admin.html", **context)
 
 
@@ -193,11 +246,7 @@ def create_session(state: WebState, form: dict[str, str]) -> WebSession:
     Raises:
         ValueError: For a bad field (a :class:`~botorch_pref.sessions.SessionError` included).
     """
-    from botorch_pref.loop import STRATEGIES
-
-    name = form.get("name", "").strip()
-    if not name or len(name) > _MAX_NAME:
-        raise ValueError(f"A session name has 1 to {_MAX_NAME} characters.")
+    name = check_name(form.get("name", "").strip())
     params = parse_parameters(form.get("parameters", ""))
     strategy = form.get("strategy", "eubo")
     if strategy not in STRATEGIES:
@@ -208,21 +257,20 @@ def create_session(state: WebState, form: dict[str, str]) -> WebSession:
     budget = _optional_int(form, "budget", 1)
     seed = _optional_int(form, "seed", 0)
     renderer = form.get("renderer", "auto")
-    if renderer == "auto":
-        renderer = default_renderer([p[0] for p in params])
-    if renderer not in state.renderers.names:
+    if renderer != "auto" and renderer not in state.renderers.names:
         raise ValueError(f"Unknown renderer {renderer[:60]!r}.")
-    prompt = form.get("prompt", "").strip()
-    if len(prompt) > _MAX_PROMPT:  # refused, not cut: the page shows what was asked for
-        raise ValueError(f"A question has at most {_MAX_PROMPT} characters, got {len(prompt)}.")
-    prompt = prompt or DEFAULT_PROMPT
+    prompt, renderer = page_settings(form.get("prompt", "").strip() or None, renderer)
+    show = form.get("show_best", "")
+    if show not in ("", "on", "1", "0"):
+        raise ValueError(f"show_best is on or off, got {show[:20]!r}.")
+    show_best = show in ("on", "1")
     Session.create(
         state.path, name, params, strategy, q, seed, budget=budget, timeout=state.config.db_timeout
     ).close()
     tokens = state.tokens()
     assert tokens is not None  # the file exists now
     try:  # replace: a page seen since the session was created may have given it the defaults
-        return tokens.ensure(name, renderer, prompt, replace=True)
+        return tokens.ensure(name, renderer, prompt, show_best, replace=True)
     except DatabaseBusyError:  # not a ValueError here: the session exists, the form is spent
         raise HTTPProblem(
             503,
@@ -248,7 +296,8 @@ async def admin_create(request: Request) -> Response:
             if isinstance(err, DatabaseBusyError):
                 raise
             status = 409 if isinstance(err, SessionExistsError) else 400
-            return state.render("admin.html", status, **_admin_context(state, form, str(err)))
+            context = _admin_context(state, request, form, str(err))
+            return state.render("admin.html", status, **context)
         state.preparer.prepare(record.name)
         return RedirectResponse(f"/admin/s/{record.id}", status_code=303)
 
@@ -268,3 +317,69 @@ async def admin_status(request: Request) -> Response:
             "worker_pids": pids,
         }
     )
+
+
+def link_rows(state: WebState, base: str) -> list[list[str]]:
+    """Every session's answer link, for the CSV download (a mail merge's input).
+
+    Args:
+        state: The server's state.
+        base: The server's address (:func:`base_url`).
+
+    Returns:
+        ``[session, answer_url, status]`` rows; ``answer_url`` is empty for a revoked link or
+        one the link key cannot rebuild (``status`` says which).
+    """
+    rows, _ = session_rows(state)
+    out = []
+    for row in rows:
+        record = row["record"]
+        if record is None:
+            url, status = "", row["problem"]
+        elif record.revoked:
+            url, status = "", "revoked"
+        elif record.token is None:
+            url, status = "", "not rebuildable: rotate it"
+        else:
+            url, status = f"{base}/a/{record.token}", "done" if row["done"] else "open"
+        out.append([row["summary"].name, url, status])
+    return out
+
+
+async def admin_links_csv(request: Request) -> Response:
+    """GET ``/admin/links.csv``: every session's name and full answer link."""
+    state = web_state(request)
+    require_admin(state, request)
+    rows = await run_in_threadpool(link_rows, state, base_url(request))
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["session", "answer_url", "status"])
+    writer.writerows([[csv_text(c) for c in row] for row in rows])
+    return Response(
+        buf.getvalue(),
+        media_type="text/csv; charset=utf-8",
+        headers={"content-disposition": 'attachment; filename="answer-links.csv"'},
+    )
+
+
+async def admin_link_action(request: Request) -> Response:
+    """POST ``/admin/s/<id>/revoke`` or ``/rotate``: withdraw a session's answer link, or
+    replace it with a new one (the old link then gets 403; the answers stay)."""
+    state = web_state(request)
+    require_admin(state, request)
+    action = request.path_params["action"]
+    if action not in ("revoke", "rotate"):
+        raise HTTPProblem(404, "Not found.")
+    form = await read_form(request)
+    if check_nonce(state, "admin", form.get("nonce")) is NonceStatus.REPLAYED:
+        raise HTTPProblem(409, "This form was already sent; nothing more was changed.")
+
+    def act() -> Response:
+        tokens = state.tokens()
+        record = None if tokens is None else tokens.by_id(request.path_params["id"])
+        if tokens is None or record is None:
+            raise HTTPProblem(404, "No such session.")
+        (tokens.revoke if action == "revoke" else tokens.rotate)(record.name)
+        return RedirectResponse(f"/admin/s/{record.id}", status_code=303)
+
+    return await run_in_threadpool(act)

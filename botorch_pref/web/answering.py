@@ -26,25 +26,26 @@ from botorch_pref.sessions import (
     Session,
     SessionError,
 )
+from botorch_pref.sessions.links import WebSession
 from botorch_pref.web.nonces import NonceStatus
 from botorch_pref.web.state import (
     HTTPProblem,
     WebState,
     annotator,
-    check_nonce,
-    fmt,
     read_form,
     web_state,
 )
-from botorch_pref.web.tokens import WebSession
 
 __all__ = [
+    "STALE_FORM",
     "answer_context",
     "answer_page",
     "answer_post",
+    "is_browser_render",
     "parse_choice",
     "parse_seen",
     "undo_post",
+    "undone_notice",
 ]
 
 ALREADY_ANSWERED = "That question was already answered: here is the next one."
@@ -66,7 +67,19 @@ STALE_UNDO = (
 )
 
 
-def answer_context(state: WebState, record: WebSession) -> dict[str, Any]:
+#: What an undo withdrew, as the page after it names it (the ``undone`` query parameter).
+UNDONE = {"tie": "“no preference”", "skip": "a skip", "ranking": "a ranking"}
+#: What the page says to a form it cannot check (from before the server's key changed, or
+#: older than a nonce lives): nothing was recorded, the current question is shown.
+STALE_FORM = (
+    "That page was out of date (the server was restarted or the page was left open for hours), "
+    "so nothing was recorded. Here is the current question."
+)
+
+
+def answer_context(
+    state: WebState, record: WebSession, browser: bool = True, undone: str = ""
+) -> dict[str, Any]:
     """What the answering page shows; queues the next query when it is missing.
 
     It reads the database: call it in a thread.
@@ -74,6 +87,10 @@ def answer_context(state: WebState, record: WebSession) -> dict[str, Any]:
     Args:
         state: The server's state.
         record: The session's record.
+        browser: The page is rendered for a person's browser: the pending query is marked
+            shown now (its response time counts from now). A ``HEAD`` request or a link
+            preview neither marks it nor prepares one.
+        undone: What the undo before this page withdrew (see :func:`undone_notice`).
 
     Returns:
         The template's variables (without the forms' nonces).
@@ -83,11 +100,15 @@ def answer_context(state: WebState, record: WebSession) -> dict[str, Any]:
         query = s.pending()
         parameters = s.parameters
         q = s.q
+    if browser and query is not None:
+        state.writes.run(record.name, lambda s: s.mark_shown())
     prepared = state.preparer.prepared(record.name)
-    needs_work = (query is None and not progress.done) or prepared is None
+    done = query is None and progress.done
+    current = prepared is not None and prepared.answers == progress.answered
+    needs_work = (query is None and not progress.done) or prepared is None or not current
     if query is not None and prepared is not None and prepared.query_id != query.id:
         needs_work = True  # e.g. after an undo: the recommendation is to be refreshed
-    if needs_work:
+    if needs_work and browser:
         state.preparer.prepare(record.name)
     bounds = {n: (lo, hi) for n, lo, hi in parameters}
     draw = state.renderers.render
@@ -98,22 +119,47 @@ def answer_context(state: WebState, record: WebSession) -> dict[str, Any]:
             for i, values in enumerate(query.as_dicts())
         ]
     best = None
-    if prepared is not None and prepared.best is not None:
+    if record.show_best and current and prepared is not None and prepared.best is not None:
         b = prepared.best
-        best = {"drawn": draw(record.renderer, b.x, bounds), "mean": fmt(b.mean), "std": fmt(b.std)}
+        best = {"drawn": draw(record.renderer, b.x, bounds)}
     return {
         "record": record,
         "query": query,
+        "number": progress.answered + 1,
         "q": q,
         "options": options,
         "progress": progress,
         "budget": progress.budget,
         "best": best,
+        "show_best": record.show_best,
         "preparing": query is None and not progress.done,
+        # the final recommendation is being computed: the page refreshes until it is
+        "finishing": done and record.show_best and not current,
         "error": "" if prepared is None else prepared.error,
-        "done": query is None and progress.done,
+        "done": done,
+        "can_undo": progress.answered > 0 and not done,
+        "undone": undone,
         "refresh_s": state.config.refresh_s,
     }
+
+
+def undone_notice(undone: str) -> str:
+    """What the page after an undo says it withdrew.
+
+    Args:
+        undone: The ``undone`` query parameter: ``1``..``8`` (the option chosen), ``tie``,
+            ``skip`` or ``ranking``; anything else says nothing.
+
+    Returns:
+        The notice, or ``""``.
+    """
+    if _digits(undone, 1) and 1 <= int(undone) <= 8:
+        what = f"your choice of option {undone}"
+    elif undone in UNDONE:
+        what = UNDONE[undone]
+    else:
+        return ""
+    return f"Undone: {what} was withdrawn. That question is asked again below."
 
 
 def _render(state: WebState, context: dict[str, Any], notice: str = "", status: int = 200):
@@ -124,8 +170,8 @@ def _render(state: WebState, context: dict[str, Any], notice: str = "", status: 
         "answer.html",
         status=status,
         answer_nonce=answer_nonce,
-        undo_nonce=state.nonces.issue(scope),
-        notice=notice,
+        undo_nonce=state.nonces.issue(scope) if context["can_undo"] else "",
+        notice=notice or undone_notice(context["undone"]),
         **context,
     )
 
@@ -139,14 +185,41 @@ async def _prepared_in_time(state: WebState, name: str) -> bool:
     return bool(done)
 
 
+def is_browser_render(request: Request) -> bool:
+    """Whether a request is a person's browser opening the page (not a ``HEAD``, a prefetch
+    or a link preview that says what it is).
+
+    Args:
+        request: The request.
+
+    Returns:
+        The flag.
+    """
+    if request.method != "GET":
+        return False
+    headers = request.headers
+    purpose = (headers.get("sec-purpose") or headers.get("purpose") or "").lower()
+    if "prefetch" in purpose or "prerender" in purpose:
+        return False
+    return headers.get("sec-fetch-dest", "document").lower() in ("document", "iframe")
+
+
 async def answer_page(request: Request) -> Response:
-    """GET ``/a/<token>``: the pending query, or "preparing the next question"."""
+    """GET ``/a/<token>``: the pending query, or "preparing the next question".
+
+    A ``HEAD`` request gets the headers alone: it writes nothing, prepares nothing.
+    """
     state = web_state(request)
     token = request.path_params["token"]
-    context = await run_in_threadpool(lambda: answer_context(state, annotator(state, token)))
-    record = context["record"]
-    if context["preparing"] and await _prepared_in_time(state, record.name):
-        context = await run_in_threadpool(answer_context, state, record)
+    record = await run_in_threadpool(annotator, state, token)
+    if request.method == "HEAD":
+        return Response(media_type="text/html; charset=utf-8")
+    browser = is_browser_render(request)
+    undone = request.query_params.get("undone", "")
+    context = await run_in_threadpool(answer_context, state, record, browser, undone)
+    waiting = context["preparing"] or context["finishing"]
+    if browser and waiting and await _prepared_in_time(state, record.name):
+        context = await run_in_threadpool(answer_context, state, record, browser, undone)
     return _render(state, context)
 
 
@@ -219,19 +292,25 @@ def parse_seen(form: dict[str, str]) -> tuple[int, int] | None:
 
 
 def _undo(session: Session, form: dict[str, str]) -> str:
-    """Retract the last answer, the one the form's page followed (``""`` when done)."""
+    """Retract the last answer, the one the form's page followed.
+
+    Returns:
+        ``""`` and the page's ``?undone=`` value, as ``"=<what>"``, when done; else what the
+        page says.
+    """
     seen = parse_seen(form)
     if seen is not None:  # checked in the undo's own transaction
         progress = session.progress()
         if (progress.answered, progress.retracted) != seen:
             return STALE_UNDO
     try:
-        session.undo()
+        answer = session.undo()
     except DatabaseBusyError:
         raise
     except SessionError:  # nothing to undo
         return "There is nothing to undo."
-    return ""
+    what = str(answer.winner + 1) if answer.kind == "winner" else answer.kind
+    return f"={what}"
 
 
 async def _post(
@@ -255,25 +334,29 @@ async def _post(
     token = request.path_params["token"]
     form = await read_form(request)
 
-    def run() -> tuple[WebSession, str]:
+    def run() -> tuple[WebSession, str, int]:
         record = annotator(state, token)
         scope = f"s{record.id}"
-        if check_nonce(state, scope, form.get("nonce")) is NonceStatus.REPLAYED:
-            return record, replayed
+        status = state.nonces.consume(scope, form.get("nonce"))
+        if status is NonceStatus.UNKNOWN:  # a page from before a restart, or forged
+            return record, STALE_FORM, 403
+        if status is NonceStatus.REPLAYED:
+            return record, replayed, 409
         try:
             refused = state.writes.run(record.name, lambda s: write(s, form))
         except Exception:  # nothing was written (a busy database, a bad form): may be resent
             state.nonces.release(scope, form.get("nonce"))
             raise
-        if not refused:
+        if not refused or refused.startswith("="):
             state.preparer.prepare(record.name)
-        return record, refused
+        return record, refused, 409
 
-    record, notice = await run_in_threadpool(run)
-    if not notice:
-        return RedirectResponse(f"/a/{token}", status_code=303)
+    record, notice, status = await run_in_threadpool(run)
+    if not notice or notice.startswith("="):
+        undone = f"?undone={notice[1:]}" if notice else ""
+        return RedirectResponse(f"/a/{token}{undone}", status_code=303)
     context = await run_in_threadpool(answer_context, state, record)
-    return _render(state, context, notice=notice, status=409)
+    return _render(state, context, notice=notice, status=status)
 
 
 async def answer_post(request: Request) -> Response:

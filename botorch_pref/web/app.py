@@ -4,9 +4,11 @@ Routes (``<token>`` is a session's capability token, ``<id>`` its opaque admin n
 
 ==========================  ======  ==========================================================
 ``/``                       GET     a landing page (lists nothing)
-``/static/app.js``,         GET     the page script (keyboard shortcuts) and style sheet; no
-``/static/style.css``               other path is served, nothing reads the file system
-``/a/<token>``              GET     the answering page (or "preparing the next question")
+``/static/app.js``,         GET     the page script (keyboard shortcuts, copy buttons), the
+``/static/style.css``,              style sheet and the icon; no other path is served, nothing
+``/favicon.ico``                    reads the file system
+``/a/<token>``              GET     the answering page (or "preparing the next question");
+                                    ``HEAD`` and previews change nothing
 ``/a/<token>/answer``       POST    ``nonce``, ``query_id``, ``choice`` (``0``..``q-1``,
                                     ``tie``, ``skip``)
 ``/a/<token>/undo``         POST    ``nonce``, ``answered``, ``retracted`` (the counts its
@@ -18,8 +20,13 @@ Routes (``<token>`` is a session's capability token, ``<id>`` its opaque admin n
 ``/admin/s/<id>``           GET     results view: recommendation, history, diagnostics
 ``/admin/s/<id>/utility.png``  GET  the learned utility through the recommendation
 ``/admin/s/<id>/graph.png``    GET  the comparison graph
-``/admin/s/<id>/export.csv``,  GET  the session's exports
+``/admin/s/<id>/export.csv``,  GET  the session's exports (named after the session)
 ``/admin/s/<id>/export.json``
+``/admin/s/<id>/revoke``,   POST    withdraw the session's answer link, or replace it
+``/admin/s/<id>/rotate``            (``nonce``); the old link then gets 403
+``/admin/links.csv``        GET     every session's full answer link (for a mail merge)
+``/admin/export.csv``,      GET     every session of the file in one export
+``/admin/export.json``
 ==========================  ======  ==========================================================
 
 The routes live in :mod:`~botorch_pref.web.answering` (the session's token),
@@ -67,9 +74,9 @@ async def home(request: Request) -> Response:
 
 
 async def static(request: Request) -> Response:
-    """GET ``/static/<name>``: one of the two bundled files, from memory."""
+    """GET ``/static/<name>`` (and ``/favicon.ico``): one of the bundled files, from memory."""
     state = web_state(request)
-    name = request.path_params["name"]
+    name = request.path_params.get("name", "favicon.ico")
     if name not in STATIC:
         raise HTTPProblem(404, "Not found.")
     return Response(state.static[name], media_type=STATIC[name])
@@ -105,6 +112,7 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 ROUTES = [
     Route("/", home),
     Route("/static/{name}", static),
+    Route("/favicon.ico", static),
     Route("/a/{token}", answering.answer_page),
     Route("/a/{token}/answer", answering.answer_post, methods=["POST"]),
     Route("/a/{token}/undo", answering.undo_post, methods=["POST"]),
@@ -112,10 +120,13 @@ ROUTES = [
     Route("/admin/login", admin.admin_login),
     Route("/admin/sessions", admin.admin_create, methods=["POST"]),
     Route("/admin/status.json", admin.admin_status),
+    Route("/admin/links.csv", admin.admin_links_csv),
+    Route("/admin/export.{fmt:str}", results.study_export),
     Route("/admin/s/{id:int}", results.results_page),
     Route("/admin/s/{id:int}/utility.png", results.utility_png),
     Route("/admin/s/{id:int}/graph.png", results.graph_png),
     Route("/admin/s/{id:int}/export.{fmt:str}", results.export),
+    Route("/admin/s/{id:int}/{action:str}", admin.admin_link_action, methods=["POST"]),
 ]
 
 

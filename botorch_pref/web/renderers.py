@@ -283,6 +283,8 @@ class RendererSet:
     def _draw(
         self, name: str, values: Mapping[str, float], bounds: Mapping[str, tuple[float, float]]
     ) -> Rendered:
+        if name == "auto":  # by the parameter names
+            name = default_renderer(list(values))
         if name == "colour":
             return render_colour(values, bounds)
         rows = _rows(values, bounds)

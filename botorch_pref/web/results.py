@@ -8,19 +8,30 @@ holds its model; ``export.csv`` and ``export.json`` are the session's exports.
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
+from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
 from botorch_pref.sessions import HistoryEntry, SessionNotFoundError
+from botorch_pref.sessions.export import export_study
+from botorch_pref.sessions.links import WebSession
 from botorch_pref.web import held, plots
-from botorch_pref.web.admin import session_rows
+from botorch_pref.web.admin import base_url, session_rows
 from botorch_pref.web.state import HTTPProblem, WebState, fmt, require_admin, web_state
-from botorch_pref.web.tokens import WebSession
 
-__all__ = ["export", "graph_png", "results_context", "results_page", "utility_png"]
+__all__ = [
+    "attachment",
+    "export",
+    "graph_png",
+    "results_context",
+    "results_page",
+    "study_export",
+    "utility_png",
+]
 
 
 async def _admin_request(request: Request) -> tuple[WebState, WebSession]:
@@ -72,11 +83,12 @@ def results_context(state: WebState, record: WebSession) -> dict[str, Any]:
             progress = s.progress()
             settings = s.settings
             parameters = s.parameters
+            graph = plots.comparison_graph_summary(s)
     except SessionNotFoundError:
         raise HTTPProblem(404, "No such session.") from None
     bounds = {name: (low, high) for name, low, high in parameters}
-    graph = state.preparer.call(record.name, plots.comparison_graph_summary)
     best = state.preparer.call(record.name, held.recommendation)
+    reading = () if best is None else state.preparer.call(record.name, plots.parameter_reading)
     return {
         "record": record,
         "progress": progress,
@@ -84,6 +96,8 @@ def results_context(state: WebState, record: WebSession) -> dict[str, Any]:
         "parameters": parameters,
         "history": [_history_row(entry, bounds) for entry in history],
         "graph": graph,
+        "reading": reading,
+        "pairs": len(parameters) * (len(parameters) - 1) // 2,
         "best": best,
         "best_text": ""
         if best is None
@@ -96,12 +110,14 @@ async def results_page(request: Request) -> Response:
     """GET ``/admin/s/<id>``: the results view."""
     state, record = await _admin_request(request)
     context = await run_in_threadpool(results_context, state, record)
-    return state.render("results.html", **context, link=f"/a/{record.token}")
+    link = "" if record.token is None else f"{base_url(request)}/a/{record.token}"
+    nonce = state.nonces.issue("admin")
+    return state.render("results.html", **context, link=link, nonce=nonce)
 
 
-async def _png(request: Request, draw: Any) -> Response:
+async def _png(request: Request, draw: Any, *args: Any) -> Response:
     state, record = await _admin_request(request)
-    png = await run_in_threadpool(state.preparer.call, record.name, draw)
+    png = await run_in_threadpool(state.preparer.call, record.name, draw, *args)
     if png is None:
         raise HTTPProblem(404, "Nothing to draw yet.")
     return Response(png, media_type="image/png")
@@ -113,16 +129,43 @@ async def utility_png(request: Request) -> Response:
 
 
 async def graph_png(request: Request) -> Response:
-    """GET ``/admin/s/<id>/graph.png``: the comparison graph."""
-    return await _png(request, plots.comparison_graph_png)
+    """GET ``/admin/s/<id>/graph.png[?params=a,b,...]``: the comparison graph, one panel for
+    every pair of parameters (of those named, when ``params`` names some)."""
+    named = request.query_params.get("params", "")
+    chosen = tuple(sorted(set(named.split(",")))) if named else None
+    return await _png(request, plots.comparison_graph_png, chosen)
 
 
-async def export(request: Request) -> Response:
-    """GET ``/admin/s/<id>/export.csv`` or ``.json``: the session's export as a download."""
-    state, record = await _admin_request(request)
+def attachment(stem: str, kind: str) -> dict[str, str]:
+    """The ``Content-Disposition`` header of a download named after ``stem``.
+
+    Args:
+        stem: The file name without suffix (any text: a session's name).
+        kind: The suffix.
+
+    Returns:
+        The header: an ASCII ``filename`` (other characters as ``_``) and the exact name as
+        ``filename*`` (RFC 6266).
+    """
+    plain = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip(".") or "session"
+    exact = quote(f"{stem}.{kind}", safe="")
+    return {
+        "content-disposition": f"attachment; filename=\"{plain}.{kind}\"; filename*=UTF-8''{exact}"
+    }
+
+
+def _export_kind(request: Request) -> str:
     kind = request.path_params["fmt"]
     if kind not in ("csv", "json"):
         raise HTTPProblem(404, "Exports are export.csv and export.json.")
+    return kind
+
+
+async def export(request: Request) -> Response:
+    """GET ``/admin/s/<id>/export.csv`` or ``.json``: the session's export as a download named
+    after the session."""
+    state, record = await _admin_request(request)
+    kind = _export_kind(request)
 
     def write() -> str:
         buf = io.StringIO()
@@ -133,7 +176,24 @@ async def export(request: Request) -> Response:
     text = await run_in_threadpool(write)
     media = "text/csv" if kind == "csv" else "application/json"
     return Response(
-        text,
-        media_type=f"{media}; charset=utf-8",
-        headers={"content-disposition": f'attachment; filename="session-{record.id}.{kind}"'},
+        text, media_type=f"{media}; charset=utf-8", headers=attachment(record.name, kind)
+    )
+
+
+async def study_export(request: Request) -> Response:
+    """GET ``/admin/export.csv`` or ``.json``: every session of the file in one download."""
+    state = web_state(request)
+    require_admin(state, request)
+    kind = _export_kind(request)
+
+    def write() -> str:
+        buf = io.StringIO()
+        if state.path.exists():
+            export_study(state.path, buf, kind)
+        return buf.getvalue()
+
+    text = await run_in_threadpool(write)
+    media = "text/csv" if kind == "csv" else "application/json"
+    return Response(
+        text, media_type=f"{media}; charset=utf-8", headers=attachment(state.path.stem, kind)
     )

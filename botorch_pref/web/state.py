@@ -20,11 +20,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from botorch_pref.sessions import Session
+from botorch_pref.sessions.links import DEFAULT_PROMPT, TokenStore, WebSession, load_key
+from botorch_pref.sessions.links import admin_token as _admin_token
 from botorch_pref.sessions.store import Store
 from botorch_pref.web.nonces import NonceStatus, NonceStore
-from botorch_pref.web.renderers import RendererSet, default_renderer, format_value
+from botorch_pref.web.renderers import RendererSet, format_value
 from botorch_pref.web.security import same_token
-from botorch_pref.web.tokens import TokenStore, WebSession
 from botorch_pref.web.workers import DEFAULT_BATCH, Preparer
 from botorch_pref.web.writes import GroupWriter
 
@@ -46,10 +47,12 @@ __all__ = [
 
 #: The cookie that holds the admin token once an admin link has been opened.
 ADMIN_COOKIE = "botorch_pref_admin"
-#: The question shown above the options when a session sets none of its own.
-DEFAULT_PROMPT = "Which do you prefer?"
 #: The bundled files ``/static/<name>`` serves, with their media types.
-STATIC = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
+STATIC = {
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+    "favicon.ico": "image/x-icon",
+}
 
 
 @dataclass
@@ -58,7 +61,8 @@ class WebConfig:
 
     Attributes:
         path: The session database file (created with the first session when missing).
-        admin_token: The admin token.
+        admin_token: The admin token (default: the one the database's link key gives, the
+            same at every start; see :mod:`~botorch_pref.sessions.links`).
         renderers: User renderer specs (``module:function``) offered besides the built-in ones.
         workers: Query-preparing worker processes.
         idle_s: Seconds after which an unused session is dropped from memory.
@@ -72,7 +76,7 @@ class WebConfig:
     """
 
     path: Path
-    admin_token: str
+    admin_token: str | None = None
     renderers: list[str] = field(default_factory=list)
     workers: int = 1
     idle_s: float = 600.0
@@ -108,7 +112,11 @@ class WebState:
     def __init__(self, config: WebConfig) -> None:
         self.config = config
         self.path = Path(config.path)
-        self.nonces = NonceStore()
+        #: The link key (beside the database file): answer links, the admin token, nonces.
+        self.key = load_key(self.path)
+        #: The admin token: the configured one, else the link key's.
+        self.admin_token = config.admin_token or _admin_token(self.key)
+        self.nonces = NonceStore(self.key)
         self.renderers = RendererSet(config.renderers)
         self.preparer = Preparer(
             self.path, workers=config.workers, idle_s=config.idle_s, batch=config.batch
@@ -137,7 +145,7 @@ class WebState:
         with self._tokens_lock:
             if self._tokens is None and self.path.exists():
                 Session.list(self.path)  # checks it is a session database before writing
-                self._tokens = TokenStore(self.path, timeout=self.config.db_timeout)
+                self._tokens = TokenStore(self.path, timeout=self.config.db_timeout, key=self.key)
             return self._tokens
 
     @contextlib.contextmanager
@@ -176,12 +184,12 @@ class WebState:
         with self._kept_store() as store:
             yield Session.on_store(store, name)
 
-    def record(self, name: str, renderer: str | None = None, prompt: str = "") -> WebSession:
+    def record(self, name: str, renderer: str = "auto", prompt: str = "") -> WebSession:
         """The web record of a session, made on first sight (sessions created elsewhere).
 
         Args:
             name: The session's name.
-            renderer: Renderer for a new record (default: by the parameter names).
+            renderer: Renderer for a new record (``auto``: by the parameter names).
             prompt: Question for a new record.
 
         Returns:
@@ -192,9 +200,6 @@ class WebState:
         found = tokens.by_name(name)
         if found is not None:
             return found
-        if renderer is None:
-            with self.open(name) as s:
-                renderer = default_renderer(s.names)
         return tokens.ensure(name, renderer, prompt or DEFAULT_PROMPT)
 
     def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -273,11 +278,17 @@ def annotator(state: WebState, token: str) -> WebSession:
         The session's record.
 
     Raises:
-        HTTPProblem: 404 for a token that opens no session.
+        HTTPProblem: 404 for a token that opens no session, 403 for a revoked or replaced one.
     """
     tokens = state.tokens()
     record = None if tokens is None else tokens.by_token(token)
     if record is None:
+        if tokens is not None and tokens.retired(token):
+            raise HTTPProblem(
+                403,
+                "This link was withdrawn or replaced by the study's organiser; nothing was "
+                "recorded. Ask them for your current link.",
+            )
         raise HTTPProblem(404, "No session has this link. Ask for your link again.")
     return record
 
@@ -296,7 +307,7 @@ def is_admin(state: WebState, request: Request) -> bool:
     auth = request.headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
         given = auth[7:].strip()
-    return same_token(given, state.config.admin_token)
+    return same_token(given, state.admin_token)
 
 
 def require_admin(state: WebState, request: Request) -> None:

@@ -1,8 +1,11 @@
-// Keyboard shortcuts of the answering page: 1..q (or left/right for two options) choose,
-// t no preference, s skip, u undo. Each key clicks the button marked with data-key, so the
-// page works the same without this script. A form is sent once: its buttons are disabled
-// after the first submit (the server refuses a second answer to a query anyway).
+// The pages' script: keyboard shortcuts of the answering page (1..q, or left/right for two
+// options, choose; t no preference, s skip, u undo), and the admin page's copy buttons. Each
+// key clicks the button marked with data-key, so the page works the same without this script
+// (the key hints and copy buttons are shown only with it). A form is sent once: its buttons
+// are disabled after the first submit (the server refuses a second answer to a query anyway).
 "use strict";
+
+document.documentElement.classList.remove("no-js");
 
 document.addEventListener("DOMContentLoaded", () => {
   const form = document.getElementById("answer-form");
@@ -21,6 +24,21 @@ document.addEventListener("DOMContentLoaded", () => {
   // a page restored from the back/forward cache can be sent again
   window.addEventListener("pageshow", () => {
     document.querySelectorAll("form").forEach((f) => delete f.dataset.sent);
+  });
+
+  document.querySelectorAll("button.copy[data-copy]").forEach((button) => {
+    button.addEventListener("click", () => {
+      const done = () => {
+        button.textContent = "Copied";
+        setTimeout(() => { button.textContent = "Copy"; }, 1500);
+      };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(button.dataset.copy).then(done, () => {});
+      } else {  // plain http beyond localhost: select the link for the person to copy
+        const link = button.previousElementSibling;
+        if (link) window.getSelection().selectAllChildren(link);
+      }
+    });
   });
 
   document.addEventListener("keydown", (event) => {
