@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import textwrap
 import threading
 from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -155,7 +156,8 @@ def test_the_guides_python_examples_run(code, capsys):
     for extra in ("ax", "starlette"):
         if re.search(rf"^\s*(from|import) {extra}\b", code, flags=re.M):
             pytest.importorskip(extra)
-    exec(compile(code, "guide example", "exec"), {"__name__": "guide"})
+    # a block inside a list item is indented with it
+    exec(compile(textwrap.dedent(code), "guide example", "exec"), {"__name__": "guide"})
 
 
 def test_every_page_of_the_site_is_built(site):
