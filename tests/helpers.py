@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 
 import torch
@@ -115,3 +116,44 @@ def approximation_errors(model_of, log_likelihood, X: torch.Tensor) -> dict:
         )
         torch.testing.assert_close(model.utility, mean)  # EP's utility is its posterior mean
     return errors
+
+
+#: Debian's Chromium and its driver (``.ci/run`` installs them), or ``None``.
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def headless_chromium(*extra_args: str, logging: dict | None = None, prefs: dict | None = None):
+    """Headless Chromium driven by selenium, as the browser tests launch it.
+
+    Args:
+        extra_args: Command-line switches besides the common headless ones.
+        logging: selenium's ``goog:loggingPrefs`` (e.g. ``{"browser": "ALL"}``).
+        prefs: Chromium preferences (e.g. JavaScript off).
+
+    Returns:
+        The driver, with a 120 s page-load timeout.
+    """
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-extensions",
+        *extra_args,
+    ):
+        options.add_argument(arg)
+    if logging:
+        options.set_capability("goog:loggingPrefs", logging)
+    if prefs:
+        options.add_experimental_option("prefs", prefs)
+    driver = webdriver.Chrome(
+        service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options
+    )
+    driver.set_page_load_timeout(120)
+    return driver

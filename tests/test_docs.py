@@ -14,7 +14,6 @@ import inspect
 import json
 import os
 import re
-import shutil
 import textwrap
 import threading
 from html.parser import HTMLParser
@@ -23,6 +22,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+
+from tests.helpers import CHROMEDRIVER, CHROMIUM, headless_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "docs" / "_build" / "html"
@@ -250,9 +251,6 @@ class _Text(HTMLParser):
 
 # --- the maths renders offline, in a real browser ------------------------------------------
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
-
 
 @pytest.fixture(scope="module")
 def served_site(site):
@@ -280,28 +278,13 @@ def offline_browser():
     """Headless Chromium that cannot resolve any host but this machine, logging requests."""
     if not IN_CI:
         pytest.importorskip("selenium")
-        if CHROMIUM is None or DRIVER is None:
+        if CHROMIUM is None or CHROMEDRIVER is None:
             pytest.skip("no Chromium/chromedriver (CI installs them)")
-    from selenium import webdriver
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-extensions",
+    driver = headless_chromium(
         "--disable-background-networking",
         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    driver = webdriver.Chrome(
-        service=webdriver.ChromeService(executable_path=DRIVER), options=options
+        logging={"performance": "ALL"},
     )
-    driver.set_page_load_timeout(120)
     driver.set_script_timeout(60)
     try:
         yield driver

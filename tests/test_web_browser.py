@@ -13,18 +13,16 @@ from pathlib import Path
 import pytest
 
 from botorch_pref.sessions import Session
+from tests.helpers import CHROMEDRIVER, CHROMIUM, headless_chromium
 
 IN_CI = os.environ.get("CI") == "true"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
 
 if not IN_CI:
     pytest.importorskip("selenium")
     pytest.importorskip("starlette")
-    if CHROMIUM is None or DRIVER is None:
+    if CHROMIUM is None or CHROMEDRIVER is None:
         pytest.skip("no Chromium/chromedriver (CI installs them)", allow_module_level=True)
 
-from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import (  # noqa: E402
     StaleElementReferenceException,
     WebDriverException,
@@ -46,28 +44,11 @@ def _console_errors(driver) -> list[str]:
 
 
 def _chromium(javascript: bool = True):
-    assert CHROMIUM is not None and DRIVER is not None, "CI must have chromium and chromedriver"
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1200,1000",
-        "--disable-extensions",
-        "--no-first-run",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    if not javascript:
-        options.add_experimental_option(
-            "prefs", {"profile.managed_default_content_settings.javascript": 2}
-        )
-    driver = webdriver.Chrome(
-        service=webdriver.ChromeService(executable_path=DRIVER), options=options
+    assert CHROMIUM is not None and CHROMEDRIVER is not None, (
+        "CI must have chromium and chromedriver"
     )
-    driver.set_page_load_timeout(120)
+    prefs = None if javascript else {"profile.managed_default_content_settings.javascript": 2}
+    driver = headless_chromium("--window-size=1200,1000", logging={"browser": "ALL"}, prefs=prefs)
     return driver
 
 
