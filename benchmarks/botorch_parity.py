@@ -28,10 +28,10 @@ Timings are only comparable within one run.
 
 Run::
 
-    PYTHONPATH=. python benchmarks/botorch_parity.py --part tutorial --seeds 10
-    PYTHONPATH=. python benchmarks/botorch_parity.py --part fit eubo
-    PYTHONPATH=. python benchmarks/botorch_parity.py --part fit eubo --load 2
-    PYTHONPATH=. python benchmarks/botorch_parity.py --part crossover
+    python -m benchmarks.botorch_parity --part tutorial --seeds 10
+    python -m benchmarks.botorch_parity --part fit eubo
+    python -m benchmarks.botorch_parity --part fit eubo --load 2
+    python -m benchmarks.botorch_parity --part crossover
 
 Leave torch's thread count at its default (``torch.set_num_threads`` breaks ``PairwiseGP``'s
 batched posteriors on some CPU builds); the model changes threads per call where it needs to.
@@ -58,14 +58,10 @@ from botorch.models.pairwise_gp import PairwiseLaplaceMarginalLogLikelihood
 from botorch.models.transforms.input import Normalize
 from botorch.optim import optimize_acqf
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # the tutorial flows live in the test suite
-    sys.path.insert(0, ROOT)
-
-from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP  # noqa: E402
-from botorch_pref.models.kernels import default_covar_module, make_covar_module  # noqa: E402
-from botorch_pref.runtime import entry_threads, model_threads  # noqa: E402
-from tests.test_botorch_tutorials import preference_bo_fit, preference_bo_loop  # noqa: E402
+from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP
+from botorch_pref.models.kernels import default_covar_module, make_covar_module
+from botorch_pref.runtime import entry_threads, model_threads
+from tests.test_botorch_tutorials import preference_bo_fit, preference_bo_loop
 
 ANCHOR = (PairwiseGP, PairwiseLaplaceMarginalLogLikelihood)
 KERNELS = {"lognormal": make_covar_module, "pairwisegp": default_covar_module}

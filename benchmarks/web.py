@@ -38,10 +38,10 @@ and a JSON file (``--out``, default in the temporary folder that holds the datab
 
 Example::
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/web.py            # 20 annotators, 60 s, 100 idle
-    python benchmarks/web.py --annotators 2 --seconds 10 --idle-sessions 5   # a smoke test
-    python benchmarks/web.py --annotators 10 --seconds 60 --kill-at 20 --kill-at 40
-    python benchmarks/web.py --admin-sessions 1000
+    OMP_WAIT_POLICY=PASSIVE python -m benchmarks.web            # 20 annotators, 60 s, 100 idle
+    python -m benchmarks.web --annotators 2 --seconds 10 --idle-sessions 5   # a smoke test
+    python -m benchmarks.web --annotators 10 --seconds 60 --kill-at 20 --kill-at 40
+    python -m benchmarks.web --admin-sessions 1000
 """
 
 from __future__ import annotations
@@ -66,10 +66,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from botorch_pref.sessions import Session
 
-from botorch_pref.sessions import Session  # noqa: E402
+#: The repository root, put on the server processes' import path.
+ROOT = Path(__file__).resolve().parents[1]
 
 TOKEN = "benchmark-admin-token"
 

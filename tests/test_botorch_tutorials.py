@@ -17,8 +17,8 @@ them); the only change is the import line, which binds the tutorials' names ``Pa
   DTLZ2, preference exploration with EUBO-zeta and Random-f, the learned objective
   (``LearnedObjective``) in ``qSimpleRegret`` and ``qLogNoisyExpectedImprovement``.
 
-The flows take the two classes as arguments so that ``benchmarks/botorch_parity.py`` runs them
-side by side with BoTorch's ``PairwiseGP``; the tutorials' plotting cells are left out.
+The flows take the two classes as arguments so that ``python -m benchmarks.botorch_parity``
+runs them side by side with BoTorch's ``PairwiseGP``; the tutorials' plotting cells are left out.
 """
 
 from __future__ import annotations
