@@ -173,4 +173,5 @@ def test_the_checks_find_what_they_look_for(imports):
     assert {"botorch_pref.loop", "botorch_pref.sessions.exchange"} <= imports[
         "botorch_pref.sessions.session"
     ]
-    assert "botorch_pref.web.demo" in imports["botorch_pref.web.cli"]  # inside a function
+    serve_imports = imports["botorch_pref.web.serve_command"]
+    assert "botorch_pref.web.colour_demo" in serve_imports  # inside a function

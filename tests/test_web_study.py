@@ -16,8 +16,8 @@ import pytest
 
 from botorch_pref.cli import main
 from botorch_pref.sessions import Session, SessionError
+from botorch_pref.sessions.answer_links import TokenStore, key_path
 from botorch_pref.sessions.export import csv_text, csv_untext, export_study
-from botorch_pref.sessions.links import TokenStore, key_path
 from botorch_pref.sessions.settings import check_name
 from botorch_pref.web.app import WebConfig, create_app
 from tests.test_web_forms import BEARER, TestClient, _create_form, _names, _NoWorkers
@@ -26,7 +26,7 @@ from tests.test_web_helpers import ADMIN, links, nonces, query_id, quick_session
 
 @pytest.fixture(autouse=True)
 def _no_workers(monkeypatch):
-    monkeypatch.setattr("botorch_pref.web.state.Preparer", _NoWorkers)
+    monkeypatch.setattr("botorch_pref.web.server_state.Preparer", _NoWorkers)
 
 
 def _app(path: Path, token: str | None = ADMIN):
@@ -409,7 +409,7 @@ def test_serve_refuses_a_wrong_database_and_a_taken_port_before_any_link(tmp_pat
 def test_the_demo_removes_its_folder(monkeypatch, capsys):
     import uvicorn
 
-    from botorch_pref.web.cli import cmd_serve
+    from botorch_pref.web.serve_command import cmd_serve
 
     seen = {}
     monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets: seen.update(run=True))
@@ -453,7 +453,7 @@ def test_the_comparison_graph_keeps_ties_and_reads_in_plain_words(tmp_path):
 
 
 def test_the_page_settings_api_checks_before_writing(tmp_path):
-    from botorch_pref.sessions.links import link_session
+    from botorch_pref.sessions.answer_links import link_session
 
     path = tmp_path / "a.db"
     quick_session(path, "ann", {"r": (0, 1), "g": (0, 1), "b": (0, 1)})

@@ -2,6 +2,8 @@
 feedback: the likelihood, the model, its training (fused single-process and data-parallel),
 a recommender in original ids, evaluation metrics and synthetic data."""
 
+from botorch_pref.lfpl.dyads import DyadRankings
+from botorch_pref.lfpl.factor_model import LFPL
 from botorch_pref.lfpl.implicit import (
     EvaluationResult,
     ImplicitFeedback,
@@ -14,12 +16,10 @@ from botorch_pref.lfpl.implicit import (
     leave_one_out,
 )
 from botorch_pref.lfpl.metrics import heldout_item_metrics, kendall_tau
-from botorch_pref.lfpl.model import LFPL
+from botorch_pref.lfpl.openmp import lfpl_threads
 from botorch_pref.lfpl.plackett_luce import gumbel_rankings, plackett_luce_nll
-from botorch_pref.lfpl.rankings import DyadRankings
 from botorch_pref.lfpl.recommender import LFPLRecommender, Recommendations
-from botorch_pref.lfpl.runtime import lfpl_threads
-from botorch_pref.lfpl.synthetic import (
+from botorch_pref.lfpl.simulation import (
     CVResult,
     cross_validate_lfpl,
     heldout_tau,

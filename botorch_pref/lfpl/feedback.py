@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from botorch_pref.lfpl.rankings import TensorRecords
+from botorch_pref.lfpl.dyads import TensorRecords
 from botorch_pref.lfpl.training import _check_int
 
 __all__ = ["ImplicitFeedback", "LeaveOneOutSplit", "leave_one_out"]

@@ -40,11 +40,11 @@ from botorch_pref.lfpl.evaluation import (
     Random,
     evaluate,
 )
+from botorch_pref.lfpl.factor_model import LFPL
 from botorch_pref.lfpl.feedback import ImplicitFeedback, LeaveOneOutSplit, leave_one_out
 from botorch_pref.lfpl.fused import RowAdagrad, choice_step, hardest_negatives
-from botorch_pref.lfpl.model import LFPL
+from botorch_pref.lfpl.openmp import lfpl_threads
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
-from botorch_pref.lfpl.runtime import lfpl_threads
 from botorch_pref.lfpl.training import (
     FitResult,
     _check_common,
@@ -145,7 +145,7 @@ def fit_implicit(
         seed: Seed of the shuffling and of the negatives.
         progress: Show a progress bar (only on a terminal).
         threads: CPU intra-op threads during the fit: ``"auto"`` (see
-            :mod:`botorch_pref.lfpl.runtime`), a number, or ``None`` for torch's setting.
+            :mod:`botorch_pref.lfpl.openmp`), a number, or ``None`` for torch's setting.
         prefetch: On the CPU, with ``optimizer="adagrad"``: draw the next epoch's batches on a
             second (Python) thread while an epoch trains. The batches, and so the fit, are the
             same as without it. It pays only where a core is free: on MovieLens-100K it took

@@ -1,6 +1,6 @@
 r"""LFPL/IF as a recommender in the original user and item ids: fit, score, recommend, save, load.
 
-:class:`LFPLRecommender` wraps an :class:`~botorch_pref.lfpl.model.LFPL` model fitted with
+:class:`LFPLRecommender` wraps an :class:`~botorch_pref.lfpl.factor_model.LFPL` model fitted with
 :func:`~botorch_pref.lfpl.implicit.fit_implicit`, the maps between original ids and the model's
 contiguous indices, the training interactions (to leave a user's seen items out of the
 recommendations) and the settings. The score of item :math:`j` for user :math:`u` is the
@@ -27,13 +27,13 @@ import torch
 from torch import Tensor
 
 from botorch_pref.data.movielens import Interactions
+from botorch_pref.lfpl.factor_model import LFPL
 from botorch_pref.lfpl.implicit import (
     LR_SCHEDULES,
     NEGATIVE_SAMPLERS,
     ImplicitFeedback,
     fit_implicit,
 )
-from botorch_pref.lfpl.model import LFPL
 from botorch_pref.lfpl.training import METHODS, FitResult, _check_int, _check_number
 
 __all__ = ["FORMAT", "LFPLRecommender", "Recommendations"]
@@ -121,7 +121,7 @@ class LFPLRecommender:
             seed: Seed of the initial factors, the shuffling and the negatives.
             device: Training and scoring device.
             dtype: ``torch.float32`` or ``torch.float64``.
-            threads: CPU threads while fitting (see :mod:`botorch_pref.lfpl.runtime`).
+            threads: CPU threads while fitting (see :mod:`botorch_pref.lfpl.openmp`).
         """
         for name, value, minimum in (
             ("dim", dim, 1),

@@ -42,10 +42,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from botorch_pref.lfpl.model import LFPL
+from botorch_pref.lfpl.dyads import DyadRankings, _check_int
+from botorch_pref.lfpl.factor_model import LFPL
+from botorch_pref.lfpl.openmp import lfpl_threads
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
-from botorch_pref.lfpl.rankings import DyadRankings, _check_int
-from botorch_pref.lfpl.runtime import lfpl_threads
 
 __all__ = ["FitResult", "fit_lfpl", "inverse_occurrence_weights", "lfpl_batch_objective"]
 
@@ -112,7 +112,7 @@ def fit_lfpl(
         seed: Seed of the shuffling and of the validation split.
         progress: Show a progress bar (only on a terminal).
         threads: CPU intra-op threads during the fit: ``"auto"`` (see
-            :mod:`botorch_pref.lfpl.runtime`), a number, or ``None`` for torch's setting.
+            :mod:`botorch_pref.lfpl.openmp`), a number, or ``None`` for torch's setting.
 
     Returns:
         A :class:`FitResult`. The model's ``seen_rows`` and ``seen_cols`` record the ids of the

@@ -14,7 +14,7 @@ from botorch.test_functions.synthetic import Levy as _BoTorchLevy
 from torch import Tensor
 
 from botorch_pref.checks import whole_number
-from botorch_pref.test_functions.base import BoxUtility, _BoTorchUtility, _default_dtype
+from botorch_pref.test_functions.utility import BoxUtility, _BoTorchUtility, _default_dtype
 
 __all__ = ["Ackley", "Alpine1", "Branin", "Hartmann", "Levy"]
 

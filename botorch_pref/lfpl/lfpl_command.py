@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from botorch_pref.lfpl.runtime import lfpl_threads, reexec_with_passive_openmp
+from botorch_pref.lfpl.openmp import lfpl_threads, reexec_with_passive_openmp
 from botorch_pref.runtime import add_command, nonnegative_int, positive_int
 
 __all__ = ["add_arguments"]
@@ -268,7 +268,7 @@ def run_synthetic(args: argparse.Namespace) -> int:
 
 
 def _run_synthetic(args: argparse.Namespace) -> int:
-    from botorch_pref.lfpl.synthetic import cross_validate_lfpl, sample_lfpl
+    from botorch_pref.lfpl.simulation import cross_validate_lfpl, sample_lfpl
 
     device = _device(args.device)
     rankings, truth = sample_lfpl(
@@ -328,6 +328,7 @@ def run_implicit(args: argparse.Namespace) -> int:
 
 def _run_implicit(args: argparse.Namespace) -> int:
     from botorch_pref.data import load_movielens
+    from botorch_pref.lfpl.factor_model import LFPL
     from botorch_pref.lfpl.implicit import (
         ImplicitFeedback,
         MostPopular,
@@ -336,7 +337,6 @@ def _run_implicit(args: argparse.Namespace) -> int:
         fit_implicit,
         leave_one_out,
     )
-    from botorch_pref.lfpl.model import LFPL
 
     device = _device(args.device)
     raw = load_movielens(args.data, min_rating=args.min_rating)

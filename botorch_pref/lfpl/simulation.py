@@ -17,10 +17,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_pref.lfpl.dyads import DyadRankings
+from botorch_pref.lfpl.factor_model import LFPL
 from botorch_pref.lfpl.metrics import kendall_tau
-from botorch_pref.lfpl.model import LFPL
 from botorch_pref.lfpl.plackett_luce import gumbel_rankings
-from botorch_pref.lfpl.rankings import DyadRankings
 from botorch_pref.lfpl.training import _check_int, _check_number, fit_lfpl
 
 __all__ = [
