@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from botorch_pref.lfpl.dyads import TensorRecords
-from botorch_pref.lfpl.training import _check_int
+from botorch_pref.lfpl.dyads import TensorRecords, check_int
 
 __all__ = ["ImplicitFeedback", "LeaveOneOutSplit", "leave_one_out"]
 
@@ -80,7 +79,7 @@ class ImplicitFeedback(TensorRecords):
         users, items = pairs[:, 0], pairs[:, 1]
         for name, value in (("n_users", n_users), ("n_items", n_items)):
             if value is not None:
-                _check_int(name, value, 1)
+                check_int(name, value, 1)
         self.n_users = int(users.max()) + 1 if n_users is None else int(n_users)
         self.n_items = int(items.max()) + 1 if n_items is None else int(n_items)
         for name, ids, size in (("user", users, self.n_users), ("item", items, self.n_items)):
@@ -312,7 +311,7 @@ class ImplicitFeedback(TensorRecords):
             TypeError: If ``batch_size`` is not an integer.
             ValueError: If ``batch_size`` is below 1, or a user has interacted with every item.
         """
-        _check_int("batch_size", batch_size, 1)
+        check_int("batch_size", batch_size, 1)
         batch_size = int(batch_size)
         order = torch.randperm(len(self), device=self.device, generator=generator)
         users, positives = self.users[order], self.items[order]
@@ -367,7 +366,7 @@ def leave_one_out(
         raise ValueError(f"by must be 'random' or 'latest', got {by!r}.")
     if by == "latest" and data.timestamps is None:
         raise ValueError("by='latest' needs interactions with timestamps.")
-    _check_int("min_interactions", min_interactions, 2)
+    check_int("min_interactions", min_interactions, 2)
     generator = torch.Generator().manual_seed(seed)
     noise = torch.rand(len(data), generator=generator, dtype=torch.float64).to(data.device)
     # Order by (user, key): the held-out one is the last of each user's group.

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from botorch_pref.data.movielens import Interactions
+from botorch_pref.lfpl.dyads import check_int
 from botorch_pref.lfpl.factor_model import LFPL
 from botorch_pref.lfpl.implicit import (
     LR_SCHEDULES,
@@ -34,7 +35,7 @@ from botorch_pref.lfpl.implicit import (
     ImplicitFeedback,
     fit_implicit,
 )
-from botorch_pref.lfpl.training import METHODS, FitResult, _check_int, _check_number
+from botorch_pref.lfpl.training import METHODS, FitResult, check_number
 
 __all__ = ["FORMAT", "LFPLRecommender", "Recommendations"]
 
@@ -130,10 +131,10 @@ class LFPLRecommender:
             ("batch_size", batch_size, 1),
             ("seed", seed, 0),
         ):
-            _check_int(name, value, minimum)
-        _check_number("lr", lr, positive=True)
-        _check_number("reg", reg, positive=False)
-        _check_number("init_scale", init_scale, positive=False)
+            check_int(name, value, minimum)
+        check_number("lr", lr, positive=True)
+        check_number("reg", reg, positive=False)
+        check_number("init_scale", init_scale, positive=False)
         for name, value, allowed in (
             ("method", method, METHODS),
             ("negatives", negatives, NEGATIVE_SAMPLERS),
@@ -339,7 +340,7 @@ class LFPLRecommender:
             :class:`Recommendations`; with ``exclude_seen`` a user with fewer than ``k``
             unseen items gets all of them.
         """
-        _check_int("k", k, 1)
+        check_int("k", k, 1)
         if not isinstance(exclude_seen, bool):
             raise TypeError(f"exclude_seen must be a bool, got {exclude_seen!r}.")
         users = _as_list(users, "users")
