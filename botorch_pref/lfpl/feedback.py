@@ -44,6 +44,21 @@ def _as_id_tensor(ids: object, name: str) -> Tensor:
     return ids
 
 
+def _checked_timestamps(timestamps: object, n: int, device: torch.device) -> Tensor:
+    """``timestamps`` as an ``(n,)`` tensor of real, finite numbers on ``device``, or raise."""
+    timestamps = torch.as_tensor(timestamps, device=device)
+    if timestamps.shape != (n,):
+        raise ValueError(f"timestamps must have shape ({n},), got {tuple(timestamps.shape)}.")
+    if timestamps.is_complex() or timestamps.dtype == torch.bool:
+        raise TypeError(f"timestamps must be real numbers, got dtype {timestamps.dtype}.")
+    if timestamps.is_floating_point():
+        bad = (~torch.isfinite(timestamps)).nonzero()
+        if bad.numel() > 0:
+            i = int(bad[0, 0])
+            raise ValueError(f"interaction {i}: timestamp {float(timestamps[i])} is not finite.")
+    return timestamps
+
+
 class ImplicitFeedback(TensorRecords):
     """Observed (user, item) interactions, deduplicated and sorted by user then item.
 
@@ -95,21 +110,7 @@ class ImplicitFeedback(TensorRecords):
         self.items = self.keys - self.users * self.n_items
         self.timestamps = None
         if timestamps is not None:
-            timestamps = torch.as_tensor(timestamps, device=pairs.device)
-            if timestamps.shape != users.shape:
-                raise ValueError(
-                    f"timestamps must have shape ({users.shape[0]},), got "
-                    f"{tuple(timestamps.shape)}."
-                )
-            if timestamps.is_complex() or timestamps.dtype == torch.bool:
-                raise TypeError(f"timestamps must be real numbers, got dtype {timestamps.dtype}.")
-            if timestamps.is_floating_point():
-                bad = (~torch.isfinite(timestamps)).nonzero()
-                if bad.numel() > 0:
-                    n = int(bad[0, 0])
-                    raise ValueError(
-                        f"interaction {n}: timestamp {float(timestamps[n])} is not finite."
-                    )
+            timestamps = _checked_timestamps(timestamps, len(users), pairs.device)
             lowest = (
                 -torch.inf if timestamps.is_floating_point() else torch.iinfo(timestamps.dtype).min
             )

@@ -209,6 +209,7 @@ def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 
 
 def _add_create(sub: argparse._SubParsersAction) -> None:
+    """``session create``: the parameters, the optimiser's settings and the answer page."""
     from botorch_pref.loop import STRATEGIES
 
     cr = _add(
@@ -257,7 +258,12 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="record 'no preference' answers without modelling them (default for q = 2: model)",
     )
-    page = cr.add_argument_group("the answer page (botorch-pref serve)")
+    _add_page_options(cr)
+
+
+def _add_page_options(create: argparse.ArgumentParser) -> None:
+    """The options of ``session create`` that set the session's answer page."""
+    page = create.add_argument_group("the answer page (botorch-pref serve)")
     page.add_argument(
         "--question",
         default=None,
@@ -278,7 +284,7 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         help="participants see the current recommendation (default: only the experimenter, "
         "on the results page)",
     )
-    add_base_url(cr)
+    add_base_url(create)
 
 
 # --------------------------------------------------------------------- commands
