@@ -76,6 +76,23 @@ def snapshot(path) -> tuple:
     return out
 
 
+def assert_hyperparameters_close(batch, i: int, single, atol: float) -> None:
+    """Member ``i`` of a batched model has the log lengthscales and log outputscale of
+    ``single`` (a scaled kernel), to ``atol``."""
+    torch.testing.assert_close(
+        batch.covar_module.base_kernel.lengthscale[i].log(),
+        single.covar_module.base_kernel.lengthscale.reshape(1, -1).log(),
+        rtol=0,
+        atol=atol,
+    )
+    torch.testing.assert_close(
+        batch.covar_module.outputscale[i].log(),
+        single.covar_module.outputscale.log(),
+        rtol=0,
+        atol=atol,
+    )
+
+
 def approximation_errors(model_of, log_likelihood, X: torch.Tensor) -> dict:
     """How far the Laplace and the EP posteriors at ``X`` are from the exact one.
 
