@@ -204,6 +204,16 @@ def _device(name: str) -> torch.device:
     return device
 
 
+def _training_device(args: argparse.Namespace, command: str) -> torch.device:
+    """The device of a training command; with ``--threads auto`` on the CPU, first restart the
+    command under passive OpenMP (:func:`~botorch_pref.lfpl.openmp.reexec_with_passive_openmp`).
+    """
+    device = _device(args.device)
+    if args.threads == "auto" and device.type == "cpu":
+        reexec_with_passive_openmp(["lfpl", command])
+    return device
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A Markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -213,9 +223,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def run_synthetic(args: argparse.Namespace) -> int:
     """Cross-validate LFPL on synthetic rankings and print a table; returns the exit code."""
-    device = _device(args.device)
-    if args.threads == "auto" and device.type == "cpu":
-        reexec_with_passive_openmp(["lfpl", "synthetic"])
+    device = _training_device(args, "synthetic")
     with lfpl_threads(args.threads, device):
         return _run_synthetic(args)
 
@@ -272,9 +280,7 @@ def _run_synthetic(args: argparse.Namespace) -> int:
 
 def run_implicit(args: argparse.Namespace) -> int:
     """Fit LFPL/IF with leave-one-out evaluation and print a table; returns the exit code."""
-    device = _device(args.device)
-    if args.threads == "auto" and device.type == "cpu":
-        reexec_with_passive_openmp(["lfpl", "implicit"])
+    device = _training_device(args, "implicit")
     with lfpl_threads(args.threads, device):
         return _run_implicit(args)
 
@@ -345,9 +351,7 @@ def run_train(args: argparse.Namespace) -> int:
     from botorch_pref.lfpl.implicit import leave_one_out
     from botorch_pref.lfpl.recommender import LFPLRecommender
 
-    device = _device(args.device)
-    if args.threads == "auto" and device.type == "cpu":
-        reexec_with_passive_openmp(["lfpl", "train"])
+    device = _training_device(args, "train")
     group = None
     if args.distributed:
         from botorch_pref.lfpl.distributed import init_from_env
