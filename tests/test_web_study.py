@@ -10,6 +10,8 @@ import os
 import socket
 import sqlite3
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,20 @@ def _admin_token(client: TestClient, name: str) -> str:
     return links(row)[0]
 
 
+@contextmanager
+def _answer_link(path: Path) -> Iterator[tuple[TestClient, str, int]]:
+    """A server of a new session ``ann`` with a pending query: an admin's client, ann's answer
+    link's token and the pending query's id."""
+    quick_session(path, "ann")
+    qid = _pending(path, "ann")
+    app = _app(path)
+    try:
+        client = TestClient(app, headers=BEARER, follow_redirects=False)
+        yield client, _admin_token(client, "ann"), qid
+    finally:
+        app.state.web.close()
+
+
 def test_a_page_open_across_a_restart_answers_and_lands_on_the_next_question(tmp_path):
     path = tmp_path / "a.db"
     quick_session(path, "ann", budget=5)
@@ -82,12 +98,7 @@ def test_a_page_open_across_a_restart_answers_and_lands_on_the_next_question(tmp
 
 def test_a_form_the_server_cannot_check_gets_the_current_question_not_a_dead_end(tmp_path):
     path = tmp_path / "a.db"
-    quick_session(path, "ann")
-    qid = _pending(path, "ann")
-    app = _app(path)
-    try:
-        client = TestClient(app, headers=BEARER, follow_redirects=False)
-        token = _admin_token(client, "ann")
+    with _answer_link(path) as (client, token, qid):
         before = _dump(path)
         form = {"nonce": "1.from-another-key.xyz", "query_id": str(qid), "choice": "0"}
         r = client.post(f"/a/{token}/answer", data=form)
@@ -98,8 +109,6 @@ def test_a_form_the_server_cannot_check_gets_the_current_question_not_a_dead_end
         r = client.post(f"/a/{token}/answer", data={**form, "nonce": nonces(r.text)[0]})
         assert r.status_code == 303 and _answers(path, "ann") == 1
         assert before != _dump(path)
-    finally:
-        app.state.web.close()
 
 
 def test_the_admin_token_outlives_a_restart(tmp_path):
@@ -169,12 +178,7 @@ def test_clear_tokens_of_an_older_version_are_migrated_to_hashes(tmp_path):
 
 def test_a_revoked_or_replaced_link_gets_403_and_writes_nothing(tmp_path):
     path = tmp_path / "a.db"
-    quick_session(path, "ann")
-    qid = _pending(path, "ann")
-    app = _app(path)
-    try:
-        admin = TestClient(app, headers=BEARER, follow_redirects=False)
-        token = _admin_token(admin, "ann")
+    with _answer_link(path) as (admin, token, qid):
         page = admin.get(f"/a/{token}").text
         nonce = nonces(admin.get("/admin").text)[0]
         assert admin.post("/admin/s/1/rotate", data={"nonce": nonce}).status_code == 303
@@ -192,8 +196,6 @@ def test_a_revoked_or_replaced_link_gets_403_and_writes_nothing(tmp_path):
         assert admin.get(f"/a/{new}").status_code == 403
         assert "revoked" in admin.get("/admin").text and not links(admin.get("/admin").text)
         assert admin.get("/a/never-issued").status_code == 404
-    finally:
-        app.state.web.close()
 
 
 def test_head_and_previews_change_nothing_a_browser_render_marks_the_show(tmp_path):
