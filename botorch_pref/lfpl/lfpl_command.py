@@ -161,6 +161,11 @@ def _hyper(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, default=DEFAULTS[name], help=help_text, **how)
 
 
+def _training_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The training hyperparameters of ``args`` (all but the dimension), by keyword."""
+    return {name: getattr(args, name) for name in _HYPERPARAMETERS if name != "dim"}
+
+
 def _common(parser: argparse.ArgumentParser, progress: bool) -> None:
     """Seed, device, threads and ``--progress/--no-progress`` (on by default if ``progress``)."""
     parser.add_argument(
@@ -309,14 +314,7 @@ def _run_implicit(args: argparse.Namespace) -> int:
     fit = fit_implicit(
         model,
         split.train,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        n_negatives=args.n_negatives,
-        negatives=args.negatives,
-        lr=args.lr,
-        lr_schedule=args.lr_schedule,
-        reg=args.reg,
-        method=args.method,
+        **_training_settings(args),
         optimizer=args.optimizer,
         seed=args.seed,
         progress=args.progress,
@@ -360,14 +358,7 @@ def run_train(args: argparse.Namespace) -> int:
         group = "default"
     rec = LFPLRecommender(
         args.dim,
-        n_negatives=args.n_negatives,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        reg=args.reg,
-        method=args.method,
-        negatives=args.negatives,
-        lr_schedule=args.lr_schedule,
+        **_training_settings(args),
         seed=args.seed,
         device=device,
         threads=args.threads,
