@@ -204,7 +204,7 @@ class StoredFit:
     values: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StoredRecommendation:
     """The recommendation stored when a query was generated (``status`` shows it), with the
     choices it was made from (matched to the standing ones as :class:`StoredFit` is).
@@ -219,6 +219,17 @@ class StoredRecommendation:
     n_answers: int
     last_answer_id: int
     recommendation: Recommendation
+
+    def __eq__(self, other: object) -> bool:
+        """Equal fields, the design compared as a tensor (exactly)."""
+        if not isinstance(other, StoredRecommendation):
+            return NotImplemented
+        a, b = self.recommendation, other.recommendation
+        key = (self.n_answers, self.last_answer_id, a.mean, a.std, a.index)
+        other_key = (other.n_answers, other.last_answer_id, b.mean, b.std, b.index)
+        return key == other_key and torch.equal(a.x, b.x)
+
+    __hash__ = None  # equal by value, and its design is a mutable tensor
 
 
 @dataclass(frozen=True)
