@@ -5,7 +5,12 @@ number: a Python or NumPy integer, or a float without a fractional part (``4.0``
 computation may produce one). A bool is not a count, nor is a string, and a fraction is never
 truncated (:func:`whole_number`). The loop's settings and answers are stricter
 (:func:`strict_int`: floats are refused there): they are read from people and from stored
-sessions, where ``2.0`` hints at a mistake.
+sessions, where ``2.0`` hints at a mistake. A yes/no field is a bool, ``0``/``1`` or ``None``
+(:func:`strict_flag`): the string ``"False"`` is refused, not taken as true.
+
+Each check raises ``ValueError`` by default, or the ``error`` it is given (a subclass that the
+caller's layer documents, such as the loop's ``InvalidAnswerError``), so a layer uses these
+checks without restating them.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["is_bool", "nonnegative_real", "strict_int", "whole_number"]
+__all__ = ["is_bool", "nonnegative_real", "strict_flag", "strict_int", "whole_number"]
 
 _KINDS = {0: "a non-negative integer", 1: "a positive integer"}
 
 
-def strict_int(value: Any, name: str, minimum: int | None = None) -> int:
+def strict_int(
+    value: Any, name: str, minimum: int | None = None, *, error: type[Exception] = ValueError
+) -> int:
     """``value`` as an int, if it is an integer of at least ``minimum``: a Python or NumPy
     integer, or a one-element integer tensor; not a bool, not a float (not even ``2.0``).
 
@@ -29,15 +36,16 @@ def strict_int(value: Any, name: str, minimum: int | None = None) -> int:
         value: The value.
         name: The argument's name, for the message.
         minimum: The least value allowed; ``None`` for none.
+        error: The exception to raise.
 
     Returns:
         ``int(value)``.
 
     Raises:
-        ValueError: Naming ``name``, for anything else.
+        ValueError: (or ``error``) Naming ``name``, for anything else.
     """
     if is_bool(value):
-        raise ValueError(f"{name} must be an integer, got {value!r}.")
+        raise error(f"{name} must be an integer, got {value!r}.")
     try:
         if torch.is_tensor(value):
             if value.numel() != 1 or value.is_floating_point() or value.is_complex():
@@ -46,14 +54,16 @@ def strict_int(value: Any, name: str, minimum: int | None = None) -> int:
         else:
             number = operator.index(value)
     except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}.") from None
+        raise error(f"{name} must be an integer, got {value!r}.") from None
     if minimum is not None and number < minimum:
         kind = _KINDS.get(minimum, f"an integer >= {minimum}")
-        raise ValueError(f"{name} must be {kind}, got {number}.")
+        raise error(f"{name} must be {kind}, got {number}.")
     return number
 
 
-def whole_number(value: Any, name: str, minimum: int | None = None) -> int:
+def whole_number(
+    value: Any, name: str, minimum: int | None = None, *, error: type[Exception] = ValueError
+) -> int:
     """``value`` as an int, if it is a whole number of at least ``minimum``.
 
     Args:
@@ -61,13 +71,14 @@ def whole_number(value: Any, name: str, minimum: int | None = None) -> int:
             fractional part.
         name: The argument's name, for the message.
         minimum: The least value allowed; ``None`` for none.
+        error: The exception to raise.
 
     Returns:
         ``int(value)``.
 
     Raises:
-        ValueError: Naming ``name``, for a bool, a string, a fraction, NaN or infinity, anything
-            that is not a number, or a value below ``minimum``.
+        ValueError: (or ``error``) Naming ``name``, for a bool, a string, a fraction, NaN or
+            infinity, anything that is not a number, or a value below ``minimum``.
     """
     try:
         text = isinstance(value, (str, bytes))
@@ -77,7 +88,32 @@ def whole_number(value: Any, name: str, minimum: int | None = None) -> int:
     if ok and (minimum is None or int(value) >= minimum):
         return int(value)
     kind = "an integer" if minimum is None else _KINDS.get(minimum, f"an integer >= {minimum}")
-    raise ValueError(f"{name} must be {kind}, got {value!r}.")
+    raise error(f"{name} must be {kind}, got {value!r}.")
+
+
+def strict_flag(value: Any, name: str, *, error: type[Exception] = ValueError) -> bool:
+    """``value`` as a bool, if it is a yes/no value: ``True``, ``False``, ``None`` (no),
+    ``0``, ``1``, or a NumPy or torch boolean.
+
+    Args:
+        value: The value.
+        name: The argument's name, for the message.
+        error: The exception to raise.
+
+    Returns:
+        ``bool(value)``.
+
+    Raises:
+        ValueError: (or ``error``) Naming ``name``, for anything else (the string ``"False"``
+            would be true, an array's truth is ambiguous).
+    """
+    try:
+        is_flag = value is None or value in (True, False)
+    except (TypeError, ValueError, RuntimeError):  # an array's truth is ambiguous
+        is_flag = False
+    if not is_flag:
+        raise error(f"{name} must be True or False, got {value!r:.40}.")
+    return bool(value)
 
 
 def is_bool(value: Any) -> bool:

@@ -13,6 +13,12 @@ SESSION_PARAMS = [("x", 0.0, 1.0), ("y", -2.0, 3.0)]
 SESSION_FAST = {"strategy": "random", "seed": 3, "refit_all_until": 0, "refit_every": 10**6}
 
 
+def same_recommendation(a, b) -> bool:
+    """Whether two :class:`~botorch_pref.loop.Recommendation` s are equal, exactly (its design
+    is a tensor, which ``==`` of the tuples cannot compare)."""
+    return torch.equal(a.x, b.x) and (a.mean, a.std, a.index) == (b.mean, b.std, b.index)
+
+
 def random_comparisons(
     n: int,
     m: int,

@@ -86,7 +86,7 @@ def step(session: Session, label: str, rng: random.Random, cmd: dict) -> None:
         emit(f"LOST {label} {query.id} {err}")
         return
     time.sleep(rng.uniform(0.0, cmd.get("ack_delay", 0.0)))
-    emit(f"ACK {label} {query.id} {answer.id} {answer.kind} {answer.winner}")
+    emit(f"ACK {label} {query.id} {answer.id} {answer.answer.kind} {answer.answer.winner}")
 
 
 def slow_commits(rng: random.Random, delay: float) -> None:

@@ -173,7 +173,7 @@ def test_ask_together_stores_queries_fits_and_resumes_exactly(tmp_path):
                 assert value == stored.values["values"][name]
             stored_best, _ = reopened.stored_best()
             assert stored_best is not None
-            assert reopened.best().x == pytest.approx(stored_best.best.x, abs=0)
+            assert torch.equal(reopened.best().x, stored_best.recommendation.x)
     for s in together + alone:
         s.close()
 

@@ -50,7 +50,7 @@ def db(tmp_path, capsys, monkeypatch):
 def kinds(path, name="alice") -> list[tuple[str, int | None, bool]]:
     with Session.open(path, name) as s:
         return [
-            (h.answer.kind, h.answer.winner, h.answer.retracted_at is None) for h in s.history()
+            (h.answer.kind, h.answer.winner, h.stored.retracted_at is None) for h in s.history()
         ]
 
 

@@ -164,21 +164,21 @@ def check_after_kill(db: Path, ledger: Ledger) -> tuple[int | None, int]:
     raw.close()
     with Session.open(db, "kill") as s:
         history = s.history()
-        by_id = {h.answer.id: h for h in history}
+        by_id = {h.stored.id: h for h in history}
         assert len(by_id) == len(history)
         for aid, (qid, kind, winner) in ledger.acked.items():
-            a = by_id[aid].answer
-            assert (a.query_id, a.kind, a.winner) == (qid, kind, winner)
-        unacked = [h for h in history if h.answer.id not in ledger.acked]
+            a = by_id[aid]
+            assert (a.stored.query_id, a.answer.kind, a.answer.winner) == (qid, kind, winner)
+        unacked = [h for h in history if h.stored.id not in ledger.acked]
         assert len(unacked) <= 1, "more than the one answer in flight is unacknowledged"
         for h in unacked:
-            assert h.answer.id > max(ledger.acked, default=0)
+            assert h.stored.id > max(ledger.acked, default=0)
             assert h.query.id in ledger.shown
-            ledger.acked[h.answer.id] = (h.query.id, h.answer.kind, h.answer.winner)
-        retracted = {h.answer.id for h in history if h.answer.retracted_at is not None}
+            ledger.acked[h.stored.id] = (h.query.id, h.answer.kind, h.answer.winner)
+        retracted = {h.stored.id for h in history if h.stored.retracted_at is not None}
         assert ledger.undone <= retracted and len(retracted - ledger.undone) <= 1
         ledger.undone |= retracted
-        standing = [h for h in history if h.answer.retracted_at is None]
+        standing = [h for h in history if h.stored.retracted_at is None]
         assert len({h.query.id for h in standing}) == len(standing), "a query answered twice"
         for h in history:
             assert [list(x) for x in h.query.options] == ledger.shown[h.query.id]
@@ -288,7 +288,7 @@ def test_two_processes_race_for_one_query(server, tmp_path):
     assert all(sorted(outcomes[q]) == ["ACK", "LOST"] for q in shows["A"])
     with Session.open(db, "race") as s:
         history = s.history()
-        assert [h.answer.id for h in history] == sorted(ledger.acked)
+        assert [h.stored.id for h in history] == sorted(ledger.acked)
         assert [h.query.id for h in history] == shows["A"]
         assert s.store.integrity_check() == "ok"
 
@@ -311,10 +311,10 @@ def test_two_processes_answer_freely(server, tmp_path):
     assert len(ledger.acked) + lost == 50
     with Session.open(db, "free") as s:
         history = s.history()
-        assert sorted(h.answer.id for h in history) == sorted(ledger.acked)
+        assert sorted(h.stored.id for h in history) == sorted(ledger.acked)
         assert len({h.query.id for h in history}) == len(history)
         for h in history:
-            assert (h.query.id, h.answer.kind, h.answer.winner) == ledger.acked[h.answer.id]
+            assert (h.query.id, h.answer.kind, h.answer.winner) == ledger.acked[h.stored.id]
         assert s.store.integrity_check() == "ok"
 
 

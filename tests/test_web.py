@@ -13,6 +13,7 @@ if os.environ.get("CI") != "true":  # in CI the [web] extra is installed: no ski
     pytest.importorskip("starlette")
     pytest.importorskip("uvicorn")
 
+from botorch_pref.loop import Answer
 from botorch_pref.sessions import Session
 from botorch_pref.web.security import CSP
 from tests.test_web_helpers import (
@@ -178,8 +179,8 @@ def test_answer_replay_second_tab_and_undo(served):
         assert r.status_code == 409 and "already answered" in r.text
         assert answers(served.path, "alice") == n0 + 1
         with Session.open(served.path, "alice") as s:
-            last = s.history()[-1].answer
-        assert (last.query_id, last.kind, last.winner) == (qid, "winner", 1)
+            last = s.history()[-1]
+        assert (last.stored.query_id, last.answer) == (qid, Answer("winner", 1))
         # a tie and a skip
         for choice in ("tie", "skip"):
             page = wait_for_query(c, token)
@@ -200,15 +201,15 @@ def test_answer_replay_second_tab_and_undo(served):
         confirmed = c.get(r.headers["location"]).text  # the page says what was withdrawn
         assert "Undone: a skip was withdrawn" in confirmed and "Question 3 of 6" in confirmed
         with Session.open(served.path, "alice") as s:
-            assert s.history()[-1].answer.retracted_at is not None
-            retracted = sum(h.answer.retracted_at is not None for h in s.history())
+            assert s.history()[-1].stored.retracted_at is not None
+            retracted = sum(h.stored.retracted_at is not None for h in s.history())
             pending = s.pending()
         assert pending is not None and query_id(c.get(f"/a/{token}").text) == pending.id
         # a replayed undo does nothing more
         r = c.post(f"/a/{token}/undo", data={"nonce": undo_nonce})
         assert r.status_code == 409
         with Session.open(served.path, "alice") as s:
-            assert sum(h.answer.retracted_at is not None for h in s.history()) == retracted
+            assert sum(h.stored.retracted_at is not None for h in s.history()) == retracted
 
 
 def test_malformed_answers_write_nothing(served):
@@ -522,7 +523,7 @@ def test_the_finished_page_shows_the_final_recommendation_only_when_asked_to(tmp
                 assert "recommendation" not in done.lower()
                 continue
             with Session.open(path, name) as s:
-                best = s.best()  # after both answers
+                x = s.best().x[s.names.index("x")].item()  # after both answers
             assert "Final recommendation" in done
             shown = done.split("Final recommendation")[1]
-            assert f'value="{best.x["x"]!r}"' in shown or f"{best.x['x']:.4g}" in shown
+            assert f'value="{x!r}"' in shown or f"{x:.4g}" in shown

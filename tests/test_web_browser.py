@@ -160,10 +160,10 @@ def test_answer_ten_queries_by_clicking_and_keyboard_then_undo(browser, tmp_path
             history = s.history()
             pending = s.pending()
         assert [(h.answer.kind, h.answer.winner) for h in history] == expected
-        assert [h.answer.query_id for h in history] == answered
-        assert [h.answer.retracted_at is not None for h in history] == [False] * 9 + [True]
+        assert [h.stored.query_id for h in history] == answered
+        assert [h.stored.retracted_at is not None for h in history] == [False] * 9 + [True]
         assert pending is not None and pending.id == answered[-1]
-        assert len({h.answer.query_id for h in history}) == 10  # no duplicate answers
+        assert len({h.stored.query_id for h in history}) == 10  # no duplicate answers
 
         # the results view, as the admin sees it
         browser.get(f"{server.url}/admin/login?token={ADMIN}")
@@ -206,11 +206,11 @@ def test_the_page_works_with_javascript_off(browser_without_javascript, tmp_path
         assert _wait_for_new_query(driver, third) == second
         with Session.open(path, "bo") as s:
             history = s.history()
-        assert [(h.answer.query_id, h.answer.kind, h.answer.winner) for h in history] == [
+        assert [(h.stored.query_id, h.answer.kind, h.answer.winner) for h in history] == [
             (first, "winner", 1),
             (second, "tie", None),
         ]
-        assert history[1].answer.retracted_at is not None
+        assert history[1].stored.retracted_at is not None
 
 
 def _answer(driver, qid: int | None, n: int) -> int | None:
@@ -236,8 +236,8 @@ def test_a_tab_answers_through_a_server_restart_without_a_reload(browser, tmp_pa
         assert "10 of 20 answered" in browser.page_source
     with Session.open(path, "cy") as s:
         history = s.history()
-    assert len(history) == 10 and len({h.answer.query_id for h in history}) == 10
-    assert all(h.answer.retracted_at is None for h in history)
+    assert len(history) == 10 and len({h.stored.query_id for h in history}) == 10
+    assert all(h.stored.retracted_at is None for h in history)
 
 
 def test_the_documented_pages_render_without_console_errors(browser, tmp_path):

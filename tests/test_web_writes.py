@@ -34,7 +34,7 @@ def _pending(state: WebState, name: str) -> int:
 
 def _answered(path: Path, name: str) -> list[int]:
     with Session.open(path, name) as s:
-        return [h.answer.query_id for h in s.history(include_retracted=False)]
+        return [h.stored.query_id for h in s.history(include_retracted=False)]
 
 
 def test_writes_queued_meanwhile_commit_together_each_with_its_outcome(state):

@@ -100,14 +100,6 @@ def _index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
     return out
 
 
-def _whole(value: object, name: str) -> int:
-    """``value`` as an int (:func:`~botorch_pref.checks.whole_number`), else this module's error."""
-    try:
-        return whole_number(value, name)
-    except ValueError as err:
-        raise PreferenceDataError(str(err)) from None
-
-
 class PreferenceData:
     r"""Mixed preference observations over designs indexed ``0 .. n-1`` (see module docstring).
 
@@ -316,7 +308,7 @@ class PreferenceData:
         opts = _index_list(options, "options")
         if len(opts) < 2:
             raise PreferenceDataError(f"a choice needs at least two options, got {opts}.")
-        chosen = _whole(chosen, "chosen")
+        chosen = whole_number(chosen, "chosen", error=PreferenceDataError)
         if chosen not in opts:
             raise PreferenceDataError(f"chosen design {chosen} is not one of the options {opts}.")
         row = [chosen] + [o for o in opts if o != chosen]
@@ -355,7 +347,7 @@ class PreferenceData:
             raise PreferenceDataError("order must rank at least one design.")
         k = min(len(ranked), q - 1)
         if top_k is not None:
-            top_k = _whole(top_k, "top_k")
+            top_k = whole_number(top_k, "top_k", error=PreferenceDataError)
             if top_k < 1 or top_k > len(ranked):
                 raise PreferenceDataError(
                     f"top_k must lie in [1, {len(ranked)}] (the length of order), got {top_k}."
@@ -483,7 +475,7 @@ class PreferenceData:
         Raises:
             PreferenceDataError: When ``offset`` is fractional or an index would turn negative.
         """
-        offset = _whole(offset, "offset")
+        offset = whole_number(offset, "offset", error=PreferenceDataError)
         real = self._options >= 0
         if offset < 0 and bool((real & (self._options + offset < 0)).any()):
             low = int(self._options[real].min())

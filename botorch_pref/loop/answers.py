@@ -7,10 +7,13 @@ A person (or a simulated user) shown ``q`` options answers with exactly one of
 * ``tie=True``: no preference between the two options of a pair;
 * ``skip=True``: no answer (kept by sessions, never given to a model).
 
-:func:`validate_answer` checks an answer and returns it as an :class:`Answer`; every layer that
-takes answers (the optimiser, sessions, their command line) calls it and raises
-:class:`InvalidAnswerError` for a bad one. :func:`encode_answer` turns a valid answer about
-datapoints ``index`` into observations, either as a choice / Plackett-Luce ranking or as pairs:
+:func:`validate_answer` checks an answer and returns it as an :class:`Answer`, the one answer
+value of the package: the optimiser's ``tell``, sessions (their store, terminal, web page, command
+line, export and import) all take answers through :func:`validate_answer` and hold them as
+:class:`Answer` s (a session's stored row wraps one), and a bad answer raises
+:class:`InvalidAnswerError` at the door, before anything is recorded. :func:`encode_answer` turns a
+valid answer about datapoints ``index`` into observations, either as a choice / Plackett-Luce
+ranking or as pairs:
 
 * ``mode="choice"``: a winner is a choice among the ``q`` options
   (:math:`P = e^{g_w} / \\sum_j e^{g_j}`), a ranking a Plackett-Luce ranking;
@@ -23,24 +26,23 @@ A tie is a tie of two datapoints in either mode.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from botorch_pref.checks import strict_int
+from botorch_pref.checks import strict_flag, strict_int
 from botorch_pref.data.preferences import PreferenceData
 
 __all__ = [
     "ANSWER_KINDS",
     "Answer",
     "InvalidAnswerError",
-    "as_flag",
-    "as_index",
     "encode_answer",
     "validate_answer",
 ]
 
-#: The kinds of answer, in the order of :class:`Answer`'s ``kind``.
+#: The kinds of answer.
 ANSWER_KINDS = ("winner", "ranking", "tie", "skip")
 
 
@@ -48,8 +50,12 @@ class InvalidAnswerError(ValueError):
     """An answer that is malformed or does not fit its query (nothing was recorded)."""
 
 
-class Answer(NamedTuple):
-    """A validated answer about ``q`` options.
+@dataclass(frozen=True)
+class Answer:
+    """A validated answer about ``q`` options (made by :func:`validate_answer`).
+
+    A frozen record of named fields, each optional field ``None`` unless the kind uses it, so
+    that a further kind of answer adds its own optional field without changing these.
 
     Attributes:
         kind: One of :data:`ANSWER_KINDS`.
@@ -62,41 +68,12 @@ class Answer(NamedTuple):
     ranking: tuple[int, ...] | None = None
 
 
-def as_index(value: Any, name: str) -> int:
-    """An integer (Python, NumPy or one-element integer tensor; not a bool, not a float):
-    :func:`~botorch_pref.checks.strict_int` with this module's error.
-
-    Raises:
-        InvalidAnswerError: For anything else.
-    """
-    try:
-        return strict_int(value, name)
-    except ValueError as err:
-        raise InvalidAnswerError(str(err)) from None
-
-
-def as_flag(value: Any, name: str) -> bool:
-    """A yes/no answer field (``tie``, ``skip``) as a bool: ``True``, ``False``, ``None``, ``0``,
-    ``1`` or a NumPy or torch boolean.
-
-    Raises:
-        InvalidAnswerError: For anything else (the string ``"False"`` would be true).
-    """
-    try:
-        is_flag = value is None or value in (True, False)
-    except (TypeError, ValueError, RuntimeError):  # an array's truth is ambiguous
-        is_flag = False
-    if not is_flag:
-        raise InvalidAnswerError(f"{name} must be True or False, got {value!r:.40}.")
-    return bool(value)
-
-
 def _ranking(ranking: Any, q: int) -> tuple[int, ...]:
     if torch.is_tensor(ranking):
         ranking = ranking.reshape(-1).tolist()
     if isinstance(ranking, (str, bytes)) or not hasattr(ranking, "__iter__"):
         raise InvalidAnswerError(f"ranking must be a sequence of indices, got {ranking!r}.")
-    rank = tuple(as_index(r, "ranking entries") for r in ranking)
+    rank = tuple(strict_int(r, "ranking entries", error=InvalidAnswerError) for r in ranking)
     if sorted(rank) != list(range(q)):
         raise InvalidAnswerError(
             f"ranking must be a permutation of 0..{q - 1} (best first), got {list(rank)}."
@@ -113,6 +90,7 @@ def validate_answer(
     skip: bool = False,
     ties: bool = True,
     skips: bool = True,
+    pair_ties_only: bool = True,
 ) -> Answer:
     """Check an answer about ``q`` options.
 
@@ -128,6 +106,9 @@ def validate_answer(
         ties: Whether "no preference" is an accepted answer here.
         skips: Whether the caller takes skips (only the message about a missing answer uses
             it: it names the kinds of answer the caller accepts).
+        pair_ties_only: Whether a tie must be about two options, as a model of ties needs; a
+            session records "no preference" about any number of options (and models only
+            those about pairs), so it passes ``False``.
 
     Returns:
         The :class:`Answer`.
@@ -135,9 +116,10 @@ def validate_answer(
     Raises:
         InvalidAnswerError: For no answer, several kinds at once, an index out of range, a
             ranking that is not a permutation, a tie that is not accepted, or a ``tie`` or
-            ``skip`` that is not a flag (:func:`as_flag`).
+            ``skip`` that is not a flag (:func:`~botorch_pref.checks.strict_flag`).
     """
-    tie, skip = as_flag(tie, "tie"), as_flag(skip, "skip")
+    tie = strict_flag(tie, "tie", error=InvalidAnswerError)
+    skip = strict_flag(skip, "skip", error=InvalidAnswerError)
     if tie and (winner is not None or ranking is not None):
         raise InvalidAnswerError("A 'no preference' answer (tie=True) takes no winner or ranking.")
     kinds = [winner is not None or ranking is not None, bool(tie), bool(skip)]
@@ -153,13 +135,13 @@ def validate_answer(
             raise InvalidAnswerError(
                 "'no preference' (tie) answers are not accepted: they need ties=True."
             )
-        if q != 2:
+        if q != 2 and pair_ties_only:
             raise InvalidAnswerError(f"'no preference' is an answer about 2 options, not {q}.")
         return Answer("tie")
     rank = None if ranking is None else _ranking(ranking, q)
     if winner is None:
         return Answer("ranking", rank[0], rank)
-    w = as_index(winner, "winner")
+    w = strict_int(winner, "winner", error=InvalidAnswerError)
     if not 0 <= w < q:
         raise InvalidAnswerError(f"winner must lie in 0..{q - 1} for {q} options, got {w}.")
     if rank is None:

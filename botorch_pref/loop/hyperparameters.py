@@ -9,7 +9,7 @@ import torch
 from botorch.models.model import Model
 from torch import Tensor
 
-from botorch_pref.loop.answers import as_index
+from botorch_pref.checks import strict_int
 
 __all__ = ["Hyperparameters"]
 
@@ -87,7 +87,7 @@ class Hyperparameters(NamedTuple):
             ValueError: For a malformed dictionary.
         """
         try:
-            n = as_index(data["n_answers"], "n_answers")
+            n = strict_int(data["n_answers"], "n_answers")
             values = {
                 str(name): torch.tensor(v["data"], dtype=torch.float64).reshape(v["shape"])
                 for name, v in dict(data["values"]).items()

@@ -7,7 +7,9 @@ restart. Modules, one concern each:
 
 * :mod:`~botorch_pref.sessions.errors`: the exceptions;
 * :mod:`~botorch_pref.sessions.schema`: the tables, their version and migrations;
-* :mod:`~botorch_pref.sessions.records`: the row types (:class:`Query`, :class:`Answer`, ...);
+* :mod:`~botorch_pref.sessions.records`: the row types (:class:`Query`, :class:`StoredAnswer`,
+  ...), which wrap the loop's :class:`~botorch_pref.loop.Answer` and
+  :class:`~botorch_pref.loop.Recommendation`;
 * :mod:`~botorch_pref.sessions.connection`: statements, transactions, busy timeout, errors;
 * :mod:`~botorch_pref.sessions.store`: reads and writes of sessions, queries and answers;
 * :mod:`~botorch_pref.sessions.model`: the optimiser rebuilt from the stored answers;
@@ -31,20 +33,18 @@ from botorch_pref.sessions.errors import (
     SessionNotFoundError,
 )
 from botorch_pref.sessions.records import (
-    Answer,
-    Best,
     HistoryEntry,
     Progress,
     Query,
     SessionSummary,
+    StoredAnswer,
+    StoredRecommendation,
 )
 from botorch_pref.sessions.schema import SCHEMA_VERSION
 from botorch_pref.sessions.session import Session
 
 __all__ = [
     "SCHEMA_VERSION",
-    "Answer",
-    "Best",
     "CorruptDatabaseError",
     "DatabaseAccessError",
     "DatabaseBusyError",
@@ -60,4 +60,6 @@ __all__ = [
     "SessionExistsError",
     "SessionNotFoundError",
     "SessionSummary",
+    "StoredAnswer",
+    "StoredRecommendation",
 ]

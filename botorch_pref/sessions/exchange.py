@@ -26,15 +26,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from botorch_pref.loop.answers import Answer as ValidAnswer
+from botorch_pref.loop.answers import Answer, validate_answer
 from botorch_pref.sessions.errors import ImportFormatError, InvalidAnswerError
 from botorch_pref.sessions.export import EXPORT_FORMAT, csv_untext
-from botorch_pref.sessions.records import check_answer
 
 __all__ = ["ImportRecord", "parse_comparisons", "read_comparisons"]
 
 #: ``(designs, answer, answered_at)``: one answered query to import.
-ImportRecord = tuple[list[list[float]], ValidAnswer, "str | None"]
+ImportRecord = tuple[list[list[float]], Answer, "str | None"]
 
 
 # ------------------------------------------------------------------------ import
@@ -198,14 +197,15 @@ def _check_value(value: Any, parameter: tuple[str, float, float], j: int) -> flo
     return v
 
 
-def _check_record_answer(rec: Mapping[str, Any], q: int) -> ValidAnswer:
-    """The answer of a record from ``kind``, ``winner`` and ``ranking``."""
+def _check_record_answer(rec: Mapping[str, Any], q: int) -> Answer:
+    """The answer of a record from ``kind``, ``winner`` and ``ranking``, validated as a
+    session's answers are ("no preference" about any number of options)."""
     kind = rec.get("kind")
     winner, ranking = rec.get("winner"), rec.get("ranking")
     if kind in ("skip", "tie"):
         if winner not in (None, "") or ranking not in (None, ""):
             raise ImportFormatError(f"kind {kind!r} takes no winner or ranking")
-        return check_answer(q, skip=kind == "skip", tie=kind == "tie")
+        return validate_answer(q, skip=kind == "skip", tie=kind == "tie", pair_ties_only=False)
     if kind not in (None, "winner", "ranking"):
         raise ImportFormatError(f"unknown kind {kind!r} (winner, ranking, skip or tie)")
     if kind == "winner" and ranking not in (None, ""):
@@ -213,10 +213,10 @@ def _check_record_answer(rec: Mapping[str, Any], q: int) -> ValidAnswer:
     if kind == "winner" or (kind is None and ranking is None):
         if winner is None:
             raise ImportFormatError("gives no answer: 'winner', 'ranking' or 'kind'")
-        return check_answer(q, winner=winner)
+        return validate_answer(q, winner=winner)
     if ranking is None:
         raise ImportFormatError("kind 'ranking' without a 'ranking'")
-    answer = check_answer(q, ranking=ranking)
+    answer = validate_answer(q, ranking=ranking)
     if winner is not None and winner != answer.winner:
         raise ImportFormatError(f"winner {winner!r} is not the ranking's first entry")
     return answer

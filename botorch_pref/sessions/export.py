@@ -160,9 +160,9 @@ def session_to_dict(
             {
                 "id": a.id,
                 "query_id": a.query_id,
-                "kind": a.kind,
-                "winner": a.winner,
-                "ranking": None if a.ranking is None else list(a.ranking),
+                "kind": a.answer.kind,
+                "winner": a.answer.winner,
+                "ranking": None if a.answer.ranking is None else list(a.answer.ranking),
                 "answered_at": a.answered_at,
                 "shown_at": a.shown_at,
                 "response_s": a.response_s,
@@ -227,16 +227,16 @@ def write_study_csv(sessions: Sequence[tuple[SessionRow, SessionState]], out: Te
     for session, state in sessions:
         where = [names.index(n) for n in session.names]
         for entry in state.history():
-            a, query = entry.answer, entry.query
+            a, given, query = entry.stored, entry.answer, entry.query
             fixed = [
                 csv_text(session.name),
                 a.id,
                 query.id,
                 query.number,
                 query.source,
-                a.kind,
-                "" if a.winner is None else a.winner,
-                "" if a.ranking is None else " ".join(str(i) for i in a.ranking),
+                given.kind,
+                "" if given.winner is None else given.winner,
+                "" if given.ranking is None else " ".join(str(i) for i in given.ranking),
                 a.answered_at,
                 a.shown_at or "",
                 "" if a.response_s is None else repr(a.response_s),

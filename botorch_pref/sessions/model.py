@@ -30,14 +30,12 @@ import torch
 from botorch_pref.loop import Hyperparameters, PreferenceOptimizer, QueryRecord, Recommendation
 from botorch_pref.sessions.errors import SessionError
 from botorch_pref.sessions.records import (
-    Answer,
-    Best,
     SessionRow,
     SessionState,
-    StoredBest,
+    StoredAnswer,
     StoredFit,
+    StoredRecommendation,
 )
-from botorch_pref.sessions.settings import stored_options
 
 __all__ = ["SAME_OPTION_TOL", "NextQuery", "Proposal", "SessionModel"]
 
@@ -57,7 +55,10 @@ class NextQuery:
     """
 
     def __init__(
-        self, designs: list[list[float]], fit: StoredFit | None, best: StoredBest | None
+        self,
+        designs: list[list[float]],
+        fit: StoredFit | None,
+        best: StoredRecommendation | None,
     ) -> None:
         self.designs = designs
         self.fit = fit
@@ -94,15 +95,14 @@ class SessionModel:
     def settings(self) -> dict:
         """Every ``PreferenceOptimizer`` argument besides ``bounds``."""
         row = self._row
-        options = stored_options(row.options)
-        return {"strategy": row.strategy, "q": row.q, "seed": row.seed, **options}
+        return {"strategy": row.strategy, "q": row.q, "seed": row.seed, **row.options}
 
     @property
     def bounds(self) -> list[list[float]]:
         """``[[lows...], [highs...]]`` in the user's units."""
         return [[p[1] for p in self._row.parameters], [p[2] for p in self._row.parameters]]
 
-    def choices(self, state: SessionState) -> list[Answer]:
+    def choices(self, state: SessionState) -> list[StoredAnswer]:
         """The standing answers the optimiser learns from, in commit order.
 
         Args:
@@ -115,8 +115,8 @@ class SessionModel:
         return [
             a
             for a in state.standing()
-            if a.kind in ("winner", "ranking")
-            or (ties and a.kind == "tie" and state.query(a.query_id).q == 2)
+            if a.answer.kind in ("winner", "ranking")
+            or (ties and a.answer.kind == "tie" and state.query(a.query_id).q == 2)
         ]
 
     def sync(self, state: SessionState) -> PreferenceOptimizer:
@@ -142,7 +142,7 @@ class SessionModel:
         return self._sync(records, None)  # a stored fit that does not fit: refit instead
 
     def records(
-        self, state: SessionState, choices: list[Answer] | None = None
+        self, state: SessionState, choices: list[StoredAnswer] | None = None
     ) -> list[QueryRecord]:
         """The loop's records of the standing choices, in commit order.
 
@@ -181,7 +181,7 @@ class SessionModel:
             raise SessionError(f"The stored answers cannot be replayed: {err}") from None
         return self._opt
 
-    def best(self, state: SessionState) -> Best | None:
+    def best(self, state: SessionState) -> Recommendation | None:
         """The compared design with the highest posterior mean, or ``None`` before a choice.
 
         Args:
@@ -191,11 +191,7 @@ class SessionModel:
             The recommendation.
         """
         opt = self.sync(state)
-        if opt.model is None:
-            return None
-        rec = opt.best()
-        x = dict(zip(self._row.names, rec.x.tolist(), strict=True))
-        return Best(x, rec.mean, rec.std, rec.index)
+        return None if opt.model is None else opt.best()
 
     def next_query(self, state: SessionState, proposal: Proposal | None = None) -> NextQuery:
         """The optimiser's next query, or random options if that query got no usable answer.
@@ -217,14 +213,16 @@ class SessionModel:
         else:
             designs, fit, rec = proposal.designs, proposal.fit, proposal.best
         unusable = {
-            state.query(a.query_id).options for a in state.standing() if a.kind in ("skip", "tie")
+            state.query(a.query_id).options
+            for a in state.standing()
+            if a.answer.kind in ("skip", "tie")
         }
         if self._repeats(designs, unusable):
             designs = self._random_designs(len(choices), len(unusable))
         return NextQuery(designs, self._new_fit(fit, state, choices), self._best(rec, choices))
 
     def _new_fit(
-        self, h: Hyperparameters | None, state: SessionState, choices: list[Answer]
+        self, h: Hyperparameters | None, state: SessionState, choices: list[StoredAnswer]
     ) -> StoredFit | None:
         if h is None or not 1 <= h.n_answers <= len(choices):
             return None
@@ -233,11 +231,12 @@ class SessionModel:
             return None
         return StoredFit(*key, h.to_dict())
 
-    def _best(self, rec: Recommendation | None, choices: list[Answer]) -> StoredBest | None:
+    def _best(
+        self, rec: Recommendation | None, choices: list[StoredAnswer]
+    ) -> StoredRecommendation | None:
         if rec is None or not choices:
             return None
-        x = dict(zip(self._row.names, rec.x.tolist(), strict=True))
-        return StoredBest(len(choices), choices[-1].id, Best(x, rec.mean, rec.std, rec.index))
+        return StoredRecommendation(len(choices), choices[-1].id, rec)
 
     def _repeats(self, designs: list[list[float]], unusable: set[tuple]) -> bool:
         """Whether ``designs`` are the options of an unusable query, up to rounding."""
@@ -258,9 +257,10 @@ class SessionModel:
         return (low + u * (high - low)).tolist()
 
 
-def _record(answer: Answer, state: SessionState) -> QueryRecord:
+def _record(stored: StoredAnswer, state: SessionState) -> QueryRecord:
     """The loop's record of a stored choice."""
-    query = torch.tensor(state.query(answer.query_id).options, dtype=torch.float64)
+    query = torch.tensor(state.query(stored.query_id).options, dtype=torch.float64)
+    answer = stored.answer
     if answer.kind == "tie":
         return QueryRecord(query, None, None, True)
     return QueryRecord(query, answer.winner, answer.ranking, False)
@@ -283,7 +283,9 @@ def _misses(opt: PreferenceOptimizer, fit: Hyperparameters) -> bool:
     )
 
 
-def _matching_fit(fits: tuple[StoredFit, ...], choices: list[Answer]) -> Hyperparameters | None:
+def _matching_fit(
+    fits: tuple[StoredFit, ...], choices: list[StoredAnswer]
+) -> Hyperparameters | None:
     """The stored fit with the most answers that were fitted to a prefix of ``choices``."""
     for fit in fits:
         n = fit.n_answers

@@ -1,10 +1,16 @@
 """The row types of a session database: one type per thing stored.
 
 :class:`SessionRow` (a study and its settings), :class:`Query` (a query with its options),
-:class:`Answer` (an answer with its retraction), :class:`StoredFit` (fitted hyperparameters and
-the answers they were fitted to), :class:`Best` (a recommendation), and the read-only views
-built from them: :class:`HistoryEntry`, :class:`Progress`, :class:`SessionSummary` and
-:class:`SessionState` (everything :meth:`Session.ask` needs, read in one transaction).
+:class:`StoredAnswer` (an answer with its times and retraction), :class:`StoredFit` (fitted
+hyperparameters and the answers they were fitted to), :class:`StoredRecommendation` (a
+recommendation and the answers it was made from), and the read-only views built from them:
+:class:`HistoryEntry`, :class:`Progress`, :class:`SessionSummary` and :class:`SessionState`
+(everything :meth:`Session.ask` needs, read in one transaction).
+
+A stored row wraps the loop's value rather than restating it: a :class:`StoredAnswer` holds the
+validated :class:`~botorch_pref.loop.answers.Answer` (the one answer type, from the person's
+input to the database), a :class:`StoredRecommendation` the loop's
+:class:`~botorch_pref.loop.history.Recommendation`.
 """
 
 from __future__ import annotations
@@ -15,21 +21,19 @@ from typing import Any
 
 import torch
 
-from botorch_pref.loop.answers import Answer as ValidAnswer
-from botorch_pref.loop.answers import as_flag, validate_answer
+from botorch_pref.loop.answers import Answer
+from botorch_pref.loop.history import Recommendation
 
 __all__ = [
-    "Answer",
-    "Best",
     "HistoryEntry",
     "Progress",
     "Query",
     "SessionRow",
     "SessionState",
     "SessionSummary",
-    "StoredBest",
+    "StoredAnswer",
     "StoredFit",
-    "check_answer",
+    "StoredRecommendation",
 ]
 
 
@@ -134,15 +138,14 @@ class Query:
 
 
 @dataclass(frozen=True)
-class Answer:
-    """A recorded answer.
+class StoredAnswer:
+    """An answer as stored: the validated answer, the query it answers, its times and retraction.
 
     Attributes:
         id: Its id.
         query_id: The query it answers.
-        kind: ``"winner"``, ``"ranking"``, ``"skip"`` or ``"tie"``.
-        winner: Index of the preferred option (for ``winner`` and ``ranking``), else ``None``.
-        ranking: The ranking, best first, for ``ranking``, else ``None``.
+        answer: The answer (:func:`~botorch_pref.loop.answers.validate_answer` checked it
+            before it was stored; a stored answer is not checked again).
         answered_at: When it was committed (UTC, ISO 8601).
         response_s: Seconds from the query being shown to the answer, or ``None``.
         retracted_at: When it was undone, or ``None`` while it stands.
@@ -151,9 +154,7 @@ class Answer:
 
     id: int
     query_id: int
-    kind: str
-    winner: int | None
-    ranking: tuple[int, ...] | None
+    answer: Answer
     answered_at: str
     response_s: float | None
     retracted_at: str | None
@@ -167,33 +168,20 @@ class Answer:
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """An answer with the query it answers.
+    """A stored answer with the query it answers.
 
     Attributes:
-        answer: The answer.
+        stored: The stored answer (its times and retraction).
         query: The query.
     """
 
-    answer: Answer
+    stored: StoredAnswer
     query: Query
 
-
-@dataclass(frozen=True)
-class Best:
-    """The recommendation: the compared design with the highest posterior mean utility.
-
-    Attributes:
-        x: The design, ``{name: value}`` in the user's units.
-        mean: Posterior mean of its utility, on the model's latent scale (identified only up
-            to a common shift: it ranks designs, it is not a utility the person would state).
-        std: Posterior standard deviation of its utility.
-        index: Its row in the optimiser's ``datapoints``.
-    """
-
-    x: dict[str, float]
-    mean: float
-    std: float
-    index: int
+    @property
+    def answer(self) -> Answer:
+        """The answer given (``stored.answer``)."""
+        return self.stored.answer
 
 
 @dataclass(frozen=True)
@@ -216,19 +204,32 @@ class StoredFit:
     values: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
-class StoredBest:
-    """The recommendation stored when a query was generated (``status`` shows it).
+@dataclass(frozen=True, eq=False)
+class StoredRecommendation:
+    """The recommendation stored when a query was generated (``status`` shows it), with the
+    choices it was made from (matched to the standing ones as :class:`StoredFit` is).
 
     Attributes:
         n_answers: The number of choices the model had seen.
         last_answer_id: The id of the last of them.
-        best: The recommendation.
+        recommendation: The recommendation (its design a float64 tensor in the user's units,
+            in the session's parameter order).
     """
 
     n_answers: int
     last_answer_id: int
-    best: Best
+    recommendation: Recommendation
+
+    def __eq__(self, other: object) -> bool:
+        """Equal fields, the design compared as a tensor (exactly)."""
+        if not isinstance(other, StoredRecommendation):
+            return NotImplemented
+        a, b = self.recommendation, other.recommendation
+        key = (self.n_answers, self.last_answer_id, a.mean, a.std, a.index)
+        other_key = (other.n_answers, other.last_answer_id, b.mean, b.std, b.index)
+        return key == other_key and torch.equal(a.x, b.x)
+
+    __hash__ = None  # equal by value, and its design is a mutable tensor
 
 
 @dataclass(frozen=True)
@@ -296,15 +297,15 @@ class SessionState:
         version: ``(last answer id, last retraction id)``: changes whenever the standing
             answers may have changed.
         fits: The stored fits, most answers first.
-        best: The recommendation stored last, or ``None``.
+        recommendation: The recommendation stored last, or ``None``.
     """
 
     queries: tuple[Query, ...]
-    answers: tuple[Answer, ...]
+    answers: tuple[StoredAnswer, ...]
     pending_id: int | None
     version: tuple[int, int]
     fits: tuple[StoredFit, ...] = ()
-    best: StoredBest | None = None
+    recommendation: StoredRecommendation | None = None
     _by_id: dict[int, Query] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def query(self, query_id: int) -> Query:
@@ -325,7 +326,7 @@ class SessionState:
         """The query awaiting an answer, or ``None``."""
         return None if self.pending_id is None else self.query(self.pending_id)
 
-    def standing(self) -> list[Answer]:
+    def standing(self) -> list[StoredAnswer]:
         """The answers that stand, in commit order.
 
         Returns:
@@ -347,36 +348,3 @@ class SessionState:
             for a in self.answers
             if include_retracted or a.stands
         ]
-
-
-def check_answer(
-    q: int,
-    winner: Any = None,
-    ranking: Any = None,
-    *,
-    skip: bool = False,
-    tie: bool = False,
-) -> ValidAnswer:
-    """:func:`~botorch_pref.loop.validate_answer` for a session's query of ``q`` options.
-
-    A session records "no preference" about any number of options (the optimiser models it
-    only for pairs, in sessions with ``ties=True``), so a tie is always accepted here.
-
-    Args:
-        q: The number of options.
-        winner: Index of the preferred option.
-        ranking: A permutation of ``0..q-1``, best first.
-        skip: The person skipped the query.
-        tie: The person has no preference.
-
-    Returns:
-        The validated answer.
-
-    Raises:
-        InvalidAnswerError: For no answer, several, one out of range, or a ``skip`` or ``tie``
-            that is not a flag (``"False"`` would be true).
-    """
-    if as_flag(tie, "tie") and q != 2:
-        validate_answer(2, winner, ranking, tie=True, skip=skip)
-        return ValidAnswer("tie")
-    return validate_answer(q, winner, ranking, tie=tie, skip=skip, ties=True)

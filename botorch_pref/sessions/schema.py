@@ -1,4 +1,4 @@
-"""The tables of a session database, its version, and the set-up and migration of a file.
+"""The tables of a session database, its version, and the set-up of a file.
 
 One database file holds any number of named sessions:
 
@@ -20,18 +20,19 @@ One database file holds any number of named sessions:
     and the response time in seconds.
 ``retractions``
     Undone answers: ``(answer_id, retracted_at)``. Nothing is ever deleted.
-``fits`` (version 2)
+``fits``
     Fitted hyperparameters (the loop's ``Hyperparameters.to_dict()``, JSON) with the number of
     choices they were fitted to and the id of the last of them, so a reopened session rebuilds
     its model without refitting.
-``recommendations`` (version 2)
+``recommendations``
     The recommended design (JSON) stored when a query is generated, with the choices it was
     computed from, so ``status`` shows it without a model.
 
 ``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`. :func:`prepare` checks a file in one read
-transaction before anything is written, creates the schema (idempotently, under ``BEGIN
-IMMEDIATE``, so processes creating sessions in a fresh file at once all succeed) or migrates an
-older one (:data:`MIGRATIONS`, each in its own ``BEGIN IMMEDIATE``).
+transaction before anything is written, and creates the schema in an empty one (idempotently,
+under ``BEGIN IMMEDIATE``, so processes creating sessions in a fresh file at once all succeed).
+A file of another version is refused unchanged: a newer one names the upgrade, an older one
+(written before the first release) is not read.
 """
 
 from __future__ import annotations
@@ -39,12 +40,13 @@ from __future__ import annotations
 from botorch_pref.sessions.connection import Connection
 from botorch_pref.sessions.errors import CorruptDatabaseError, SchemaVersionError, one_line
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TABLES", "prepare"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "TABLES", "prepare"]
 
-#: The schema this code writes; a database with a larger ``user_version`` is refused.
+#: The schema this code reads and writes; a database of another ``user_version`` is refused.
 SCHEMA_VERSION = 2
 
-_V1 = """
+#: The tables and indices, created in an empty file.
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
@@ -94,9 +96,6 @@ CREATE TABLE IF NOT EXISTS retractions (
 CREATE INDEX IF NOT EXISTS queries_by_session ON queries (session_id, number);
 CREATE INDEX IF NOT EXISTS answers_by_session ON answers (session_id, id);
 CREATE INDEX IF NOT EXISTS answers_by_query ON answers (query_id);
-"""
-
-_V2 = """
 CREATE TABLE IF NOT EXISTS fits (
     id INTEGER PRIMARY KEY,
     session_id INTEGER NOT NULL REFERENCES sessions (id),
@@ -120,11 +119,10 @@ CREATE TABLE IF NOT EXISTS recommendations (
 );
 """
 
-#: ``version -> DDL`` that brings a database of ``version - 1`` to ``version``.
-MIGRATIONS = {1: _V1, 2: _V2}
-#: The tables of each version.
-_TABLES_V1 = frozenset({"sessions", "queries", "designs", "answers", "retractions"})
-TABLES = {1: _TABLES_V1, 2: _TABLES_V1 | {"fits", "recommendations"}}
+#: The tables of :data:`SCHEMA`.
+TABLES = frozenset(
+    {"sessions", "queries", "designs", "answers", "retractions", "fits", "recommendations"}
+)
 
 
 def _state(conn: Connection) -> tuple[int, set[str]]:
@@ -164,22 +162,29 @@ def _not_ours(conn: Connection) -> CorruptDatabaseError:
 
 
 def _check_tables(conn: Connection, version: int, tables: set[str]) -> None:
-    if version < 1 or not TABLES.get(version, TABLES[SCHEMA_VERSION]) <= tables:
-        raise _not_ours(conn)  # (a version below 1 has no migration to the next)
+    if version == SCHEMA_VERSION and TABLES <= tables:
+        return
+    if 1 <= version < SCHEMA_VERSION and "sessions" in tables:
+        raise SchemaVersionError(
+            f"{str(conn.path)!r} was written by session schema version {version}, from before "
+            f"the first release; this version of botorch-pref reads version {SCHEMA_VERSION}. "
+            "The file was not changed."
+        )
+    raise _not_ours(conn)
 
 
 def prepare(conn: Connection, *, create: bool) -> None:
-    """Check a database file; create the schema in an empty one, or migrate an older one.
+    """Check a database file, and create the schema in an empty one.
 
-    Nothing is written to a file that is refused. Creation and each migration step run under
-    ``BEGIN IMMEDIATE`` and re-check the version there, so concurrent callers do the work once.
+    Nothing is written to a file that is refused. Creation runs under ``BEGIN IMMEDIATE`` and
+    re-checks the version there, so concurrent callers create the schema once.
 
     Args:
         conn: The open connection.
         create: Create the schema in an empty file.
 
     Raises:
-        SchemaVersionError: For a file of a newer schema.
+        SchemaVersionError: For a file of another schema version.
         CorruptDatabaseError: For a damaged file or one that is not a session database.
     """
     version, tables = _state(conn)
@@ -188,18 +193,11 @@ def prepare(conn: Connection, *, create: bool) -> None:
         with conn.write():
             if int(conn.value("PRAGMA user_version")) == 0:
                 if conn.value("SELECT count(*) FROM sqlite_master WHERE type = 'table'"):
-                    _check_tables(conn, 0, set())
-                _run(conn, "".join(MIGRATIONS[v] for v in range(1, SCHEMA_VERSION + 1)))
+                    raise _not_ours(conn)
+                _run(conn, SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         version, tables = _state(conn)
     _check_tables(conn, version, tables)
-    while version < SCHEMA_VERSION:
-        with conn.write():
-            if int(conn.value("PRAGMA user_version")) == version:
-                _run(conn, MIGRATIONS[version + 1])
-                conn.execute(f"PRAGMA user_version = {version + 1}")
-        version, tables = _state(conn)
-        _check_tables(conn, version, tables)
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
 

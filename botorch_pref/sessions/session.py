@@ -35,22 +35,27 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, TextIO
 
-from botorch_pref.loop import STRATEGIES, Hyperparameters, PreferenceOptimizer, QueryRecord
+from botorch_pref.loop import (
+    STRATEGIES,
+    Hyperparameters,
+    PreferenceOptimizer,
+    QueryRecord,
+    Recommendation,
+    validate_answer,
+)
 from botorch_pref.sessions import exchange, export
 from botorch_pref.sessions.connection import Closing
 from botorch_pref.sessions.errors import SessionError
 from botorch_pref.sessions.model import Proposal, SessionModel
 from botorch_pref.sessions.records import (
-    Answer,
-    Best,
     HistoryEntry,
     Progress,
     Query,
     SessionRow,
     SessionState,
     SessionSummary,
-    StoredBest,
-    check_answer,
+    StoredAnswer,
+    StoredRecommendation,
 )
 from botorch_pref.sessions.schema import SCHEMA_VERSION
 from botorch_pref.sessions.settings import (
@@ -332,7 +337,7 @@ class Session(Closing):
         """The optimiser rebuilt from the standing answers (do not modify it)."""
         return self._model.sync(self.state())
 
-    def best(self) -> Best | None:
+    def best(self) -> Recommendation | None:
         """The compared design with the highest posterior mean utility (builds the model).
 
         Returns:
@@ -340,7 +345,7 @@ class Session(Closing):
         """
         return self._model.best(self.state())
 
-    def stored_best(self) -> tuple[StoredBest | None, int]:
+    def stored_best(self) -> tuple[StoredRecommendation | None, int]:
         """The recommendation stored with the last generated query, without a model.
 
         Returns:
@@ -350,7 +355,7 @@ class Session(Closing):
         """
         state = self.state()
         choices = self._model.choices(state)
-        stored = state.best
+        stored = state.recommendation
         if stored is not None and (
             stored.n_answers > len(choices)
             or choices[stored.n_answers - 1].id != stored.last_answer_id
@@ -367,8 +372,12 @@ class Session(Closing):
         ranking: Sequence[int] | None = None,
         skip: bool = False,
         tie: bool = False,
-    ) -> Answer:
+    ) -> StoredAnswer:
         """Record the answer to the pending query (committed before this returns).
+
+        The answer is validated once, here (:func:`~botorch_pref.loop.validate_answer`;
+        "no preference" is accepted about any number of options, and modelled only for
+        pairs), and stored as that :class:`~botorch_pref.loop.Answer`.
 
         Args:
             query_id: The query's id (:attr:`Query.id`).
@@ -385,10 +394,10 @@ class Session(Closing):
                 withdrawn or unknown); nothing is recorded.
             InvalidAnswerError: For no answer, several, or one out of range.
         """
-        new = check_answer(self.q, winner, ranking, skip=skip, tie=tie)
+        new = validate_answer(self.q, winner, ranking, skip=skip, tie=tie, pair_ties_only=False)
         return self._store.add_answer(self._row, query_id, new)
 
-    def undo(self) -> Answer:
+    def undo(self) -> StoredAnswer:
         """Retract the last standing answer to an asked query; its query is pending again.
 
         The retraction is recorded (nothing is deleted); the query that was pending is withdrawn.

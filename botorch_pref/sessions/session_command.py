@@ -389,7 +389,7 @@ def cmd_status(args: argparse.Namespace, s: Any) -> int:
     else:
         newer = n_choices - stored.n_answers
         note = f" (from {stored.n_answers} choices" + (f", {newer} newer)" if newer else ")")
-        print(f"  {describe_best(stored.best, note)}")
+        print(f"  {describe_best(stored.recommendation, s.names, note)}")
     return 0
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from botorch_pref.checks import strict_int
 from botorch_pref.loop import PreferenceOptimizer
 from botorch_pref.loop.policy import SETTINGS
 from botorch_pref.sessions.errors import SessionError
@@ -21,8 +22,6 @@ from botorch_pref.sessions.records import Progress
 from botorch_pref.sessions.sql import SQLITE_MAX_INT
 
 __all__ = [
-    "LEGACY_INFERENCE",
-    "LEGACY_KERNEL",
     "MAX_NAME",
     "MAX_TEXT",
     "OPTIMIZER_OPTIONS",
@@ -31,18 +30,11 @@ __all__ = [
     "check_text",
     "normalize_parameters",
     "progress_from_counts",
-    "stored_options",
 ]
 
 #: Optimiser settings a session stores (keyword arguments of PreferenceOptimizer).
 OPTIMIZER_OPTIONS = tuple(n for n in SETTINGS if n not in ("device", "dtype", "seed"))
 
-#: The kernel of sessions stored before the kernel was a setting (the RBF kernel was the only
-#: one then); a new session stores the kernel it resolved, so a later change of the default
-#: never changes the model of a stored session.
-LEGACY_KERNEL = "rbf"
-#: Likewise the posterior approximation of sessions stored before it was a setting.
-LEGACY_INFERENCE = "laplace"
 _RESERVED_NAMES = frozenset(CSV_COLUMNS)
 #: Most characters of a session or parameter name.
 MAX_NAME = 200
@@ -185,9 +177,7 @@ def check_settings(
     # numpy scalars as their Python values, so that the settings store as JSON
     options = {k: v.item() if isinstance(v, np.generic) else v for k, v in options.items()}
     if budget is not None:
-        if isinstance(budget, bool) or not isinstance(budget, Integral) or budget < 1:
-            raise SessionError(f"budget must be a positive integer, got {budget!r}.")
-        if budget > SQLITE_MAX_INT:
+        if strict_int(budget, "budget", 1, error=SessionError) > SQLITE_MAX_INT:
             raise SessionError(f"budget must be at most {SQLITE_MAX_INT}, got {budget}.")
     if seed is None:
         seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] >> 2)
@@ -211,26 +201,6 @@ def check_settings(
     }
     s = opt.settings
     return {"strategy": s["strategy"], "q": s["q"], "seed": s["seed"], **options, **resolved}
-
-
-def stored_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored session's optimiser options, with the settings it predates at their old values.
-
-    Args:
-        options: The options as stored.
-
-    Returns:
-        The options, with ``kernel`` set to :data:`LEGACY_KERNEL` and ``inference`` to
-        :data:`LEGACY_INFERENCE` for a Laplace model when the session predates that setting,
-        ``local_every`` to ``0`` (no local queries) when it
-        predates that one, ``local_when`` to ``"always"`` (every due local query asked)
-        when it predates that one, and ``lookahead_every`` to ``0`` (no lookahead queries)
-        when it predates that one.
-    """
-    options = {"local_every": 0, "local_when": "always", "lookahead_every": 0, **options}
-    if options.get("model", "laplace") not in ("laplace", "laplace-box"):
-        return options
-    return {"kernel": LEGACY_KERNEL, "inference": LEGACY_INFERENCE, **options}
 
 
 def progress_from_counts(counts: Mapping[str, int], budget: int | None) -> Progress:

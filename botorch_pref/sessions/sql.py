@@ -13,17 +13,21 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+import torch
+
+from botorch_pref.checks import strict_int
+from botorch_pref.loop import Answer, Recommendation
 from botorch_pref.sessions.errors import QueryNotPendingError
-from botorch_pref.sessions.records import Answer, Best, Query, SessionRow, StoredBest
+from botorch_pref.sessions.records import Query, SessionRow, StoredAnswer, StoredRecommendation
 
 __all__ = [
-    "ANSWER_KINDS",
     "ANSWER_SELECT",
     "BEST_SELECT",
     "PENDING",
     "QUERY_COLUMNS",
     "SESSION_COLUMNS",
     "VERSION",
+    "answer_columns",
     "answer_row",
     "as_query_id",
     "best_row",
@@ -32,9 +36,6 @@ __all__ = [
     "session_row",
     "utc_now",
 ]
-
-#: The kinds of answer a person can give.
-ANSWER_KINDS = ("winner", "ranking", "skip", "tie")
 
 SESSION_COLUMNS = (
     "id, name, parameters, strategy, q, seed, options, budget, package_version, created_at"
@@ -108,9 +109,7 @@ def as_query_id(value: Any) -> int:
     Raises:
         QueryNotPendingError: For anything but an integer.
     """
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise QueryNotPendingError(f"A query id is an integer, got {value!r}.")
-    query_id = int(value.__index__())
+    query_id = strict_int(value, "A query id", error=QueryNotPendingError)
     if not fits_sqlite(query_id):
         raise QueryNotPendingError(f"No query has the id {query_id}.")
     return query_id
@@ -139,24 +138,37 @@ def session_row(row: Sequence[Any]) -> SessionRow:
     )
 
 
-def answer_row(row: Sequence[Any]) -> Answer:
-    """Decode a row of :data:`ANSWER_SELECT`.
+def answer_columns(answer: Answer) -> tuple[str, int | None, str | None]:
+    """The ``(kind, winner, ranking)`` columns that store an answer (the ranking as JSON).
+
+    Args:
+        answer: A validated answer.
+
+    Returns:
+        The column values, in that order (:func:`answer_row` reads them back).
+    """
+    ranking = None if answer.ranking is None else json.dumps(list(answer.ranking))
+    return answer.kind, answer.winner, ranking
+
+
+def answer_row(row: Sequence[Any]) -> StoredAnswer:
+    """Decode a row of :data:`ANSWER_SELECT` (its answer was validated before it was stored).
 
     Args:
         row: The row.
 
     Returns:
-        The answer.
+        The stored answer.
     """
     response = None if row[6] is None else float(row[6])
     if response is not None and not math.isfinite(response):
         response = None
-    return Answer(
+    winner = None if row[3] is None else int(row[3])
+    ranking = None if row[4] is None else tuple(int(i) for i in json.loads(row[4]))
+    return StoredAnswer(
         id=int(row[0]),
         query_id=int(row[1]),
-        kind=row[2],
-        winner=None if row[3] is None else int(row[3]),
-        ranking=None if row[4] is None else tuple(int(i) for i in json.loads(row[4])),
+        answer=Answer(row[2], winner, ranking),
         answered_at=row[5],
         response_s=response,
         retracted_at=row[7],
@@ -183,16 +195,16 @@ def query_row(
     )  # fmt: skip
 
 
-def best_row(row: Sequence[Any], names: tuple[str, ...]) -> StoredBest:
+def best_row(row: Sequence[Any]) -> StoredRecommendation:
     """Decode a row of :data:`BEST_SELECT`.
 
     Args:
         row: The row.
-        names: The parameter names.
 
     Returns:
-        The stored recommendation.
+        The stored recommendation (its design a float64 tensor).
     """
     n, last, x, mean, std, index = row
-    values = dict(zip(names, json.loads(x), strict=True))
-    return StoredBest(int(n), int(last), Best(values, float(mean), float(std), int(index)))
+    design = torch.tensor(json.loads(x), dtype=torch.float64)
+    rec = Recommendation(design, float(mean), float(std), int(index))
+    return StoredRecommendation(int(n), int(last), rec)

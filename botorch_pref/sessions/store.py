@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from botorch_pref.loop.answers import Answer as ValidAnswer
+from botorch_pref.loop.answers import ANSWER_KINDS, Answer
 from botorch_pref.sessions.connection import Closing, Connection
 from botorch_pref.sessions.errors import (
     QueryNotPendingError,
@@ -29,22 +29,22 @@ from botorch_pref.sessions.errors import (
     SessionNotFoundError,
 )
 from botorch_pref.sessions.records import (
-    Answer,
     Query,
     SessionRow,
     SessionState,
-    StoredBest,
+    StoredAnswer,
     StoredFit,
+    StoredRecommendation,
 )
 from botorch_pref.sessions.schema import prepare
 from botorch_pref.sessions.sql import (
-    ANSWER_KINDS,
     ANSWER_SELECT,
     BEST_SELECT,
     PENDING,
     QUERY_COLUMNS,
     SESSION_COLUMNS,
     VERSION,
+    answer_columns,
     answer_row,
     as_query_id,
     best_row,
@@ -265,7 +265,7 @@ class Store(Closing):
                 )
             )
             best = db.rows(f"{BEST_SELECT} ORDER BY id DESC LIMIT 1", (session.id,))
-        stored = best_row(best[0], session.names) if best else None
+        stored = best_row(best[0]) if best else None
         return SessionState(tuple(queries), tuple(answers), pending, version, fits, stored)
 
     def pending(self, session: SessionRow) -> Query | None:
@@ -296,7 +296,7 @@ class Store(Closing):
         found = self._queries(session, query_id)
         return found[0] if found else None
 
-    def _answer(self, answer_id: int) -> Answer:
+    def _answer(self, answer_id: int) -> StoredAnswer:
         return answer_row(self.connection.rows(f"{ANSWER_SELECT} WHERE a.id = ?", (answer_id,))[0])
 
     # ------------------------------------------------------------------ writes
@@ -306,7 +306,7 @@ class Store(Closing):
         designs: Sequence[Sequence[float]] | None = None,
         version: tuple[int, int] | None = None,
         fit: StoredFit | None = None,
-        best: StoredBest | None = None,
+        best: StoredRecommendation | None = None,
     ) -> Query | None:
         """Mark the pending query as shown now, or store ``designs`` as the new pending query.
 
@@ -346,7 +346,7 @@ class Store(Closing):
             return self._query(session, query_id)
 
     def _store_model(
-        self, session_id: int, fit: StoredFit | None, best: StoredBest | None, now: str
+        self, session_id: int, fit: StoredFit | None, best: StoredRecommendation | None, now: str
     ) -> None:
         if fit is not None:
             self.connection.execute(
@@ -355,7 +355,7 @@ class Store(Closing):
                 (session_id, fit.n_answers, fit.last_answer_id, json.dumps(fit.values), now),
             )
         if best is not None:
-            b = best.best
+            b = best.recommendation
             self.connection.execute(
                 "INSERT OR IGNORE INTO recommendations (session_id, n_answers, last_answer_id, x, "
                 "mean, std, datapoint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -363,7 +363,7 @@ class Store(Closing):
                     session_id,
                     best.n_answers,
                     best.last_answer_id,
-                    json.dumps(list(b.x.values())),
+                    json.dumps(b.x.tolist()),
                     b.mean,
                     b.std,
                     b.index,
@@ -396,7 +396,7 @@ class Store(Closing):
         self,
         session_id: int,
         query_id: int,
-        answer: ValidAnswer,
+        answer: Answer,
         answered_at: str,
         shown_at: str | None = None,
     ) -> int:
@@ -406,9 +406,7 @@ class Store(Closing):
             (
                 session_id,
                 query_id,
-                answer.kind,
-                answer.winner,
-                None if answer.ranking is None else json.dumps(list(answer.ranking)),
+                *answer_columns(answer),
                 answered_at,
                 shown_at,
                 seconds_between(shown_at, answered_at),
@@ -416,7 +414,7 @@ class Store(Closing):
         )
         return int(cur.lastrowid)
 
-    def add_answer(self, session: SessionRow, query_id: Any, answer: ValidAnswer) -> Answer:
+    def add_answer(self, session: SessionRow, query_id: Any, answer: Answer) -> StoredAnswer:
         """Commit the answer to a pending query (checked under the write lock).
 
         Args:
@@ -461,7 +459,7 @@ class Store(Closing):
             )
         return query
 
-    def undo_last(self, session: SessionRow) -> Answer:
+    def undo_last(self, session: SessionRow) -> StoredAnswer:
         """Retract the last standing answer to an asked query and show that query again.
 
         The pending query (generated after that answer) is withdrawn; the retracted answer's
@@ -498,7 +496,7 @@ class Store(Closing):
     def import_comparisons(
         self,
         session: SessionRow,
-        records: Sequence[tuple[Sequence[Sequence[float]], ValidAnswer, str | None]],
+        records: Sequence[tuple[Sequence[Sequence[float]], Answer, str | None]],
     ) -> list[int]:
         """Store answered queries collected elsewhere, all in one transaction.
 

@@ -20,7 +20,7 @@ import os
 import shlex
 import string
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -224,11 +224,13 @@ def describe_progress(p: Any) -> str:
     return f"{p.answered}{budget} answered ({p.skips} skipped, {p.ties} no preference{imported})"
 
 
-def describe_best(best: Any, note: str = "") -> str:
+def describe_best(best: Any, names: Sequence[str], note: str = "") -> str:
     """The recommendation as one line.
 
     Args:
-        best: A :class:`~botorch_pref.sessions.Best`, or ``None``.
+        best: A :class:`~botorch_pref.loop.Recommendation` (its design in the order of
+            ``names``), or ``None``.
+        names: The parameter names.
         note: Said after "best so far" (e.g. how many answers it is based on).
 
     Returns:
@@ -236,7 +238,7 @@ def describe_best(best: Any, note: str = "") -> str:
     """
     if best is None:
         return "best: none yet (no choices recorded)"
-    values = ", ".join(f"{n} = {v:.6g}" for n, v in best.x.items())
+    values = ", ".join(f"{n} = {v:.6g}" for n, v in zip(names, best.x.tolist(), strict=True))
     return f"best so far{note}: {values} (utility {best.mean:.3g} ± {best.std:.2g})"
 
 
@@ -327,7 +329,7 @@ def _show(term: _Terminal, session: Any, query: Any, progress: Any, renderer: An
     term.say()
     again = " (shown again)" if query.times_shown > 1 else ""
     term.say(f"Query {query.number}{again} - {describe_progress(progress)}")
-    term.say(describe_best(session.best()))
+    term.say(describe_best(session.best(), session.names))
     term.say()
     term.say(format_options(query))
     if renderer is not None:
@@ -357,7 +359,8 @@ def _handle_query(term: _Terminal, session: Any, query: Any) -> str:
         try:
             if cmd.action == "undo":
                 undone = session.undo()
-                term.say(f"Undid your last answer ({undone.kind}); that query is shown again.")
+                what = undone.answer.kind
+                term.say(f"Undid your last answer ({what}); that query is shown again.")
                 return "undone"
             session.answer(
                 query.id,

@@ -122,7 +122,8 @@ def answer_context(
     best = None
     if record.show_best and current and prepared is not None and prepared.best is not None:
         b = prepared.best
-        best = {"drawn": draw(record.renderer, b.x, bounds)}
+        values = dict(zip(bounds, b.x.tolist(), strict=True))
+        best = {"drawn": draw(record.renderer, values, bounds)}
     return {
         "record": record,
         "query": query,
@@ -310,7 +311,8 @@ def _undo(session: Session, form: dict[str, str]) -> str:
         raise
     except SessionError:  # nothing to undo
         return "There is nothing to undo."
-    what = str(answer.winner + 1) if answer.kind == "winner" else answer.kind
+    given = answer.answer
+    what = str(given.winner + 1) if given.kind == "winner" else given.kind
     return f"={what}"
 
 

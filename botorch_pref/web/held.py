@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from botorch_pref.loop import LoopState
-from botorch_pref.sessions import Best, Session
+from botorch_pref.loop import LoopState, Recommendation
+from botorch_pref.sessions import Session
 from botorch_pref.sessions.batch import ask_together, group_key
 
 __all__ = [
@@ -63,7 +63,7 @@ class Prepared:
     """
 
     query_id: int | None
-    best: Best | None
+    best: Recommendation | None
     answers: int
     error: str = ""
     seconds: float = 0.0
@@ -152,7 +152,7 @@ def evict_idle(idle_s: float | None = None) -> list[str]:
     return stale
 
 
-def recommendation(session: Session) -> Best | None:
+def recommendation(session: Session) -> Recommendation | None:
     """The session's recommendation: the one stored with its last query when it is current.
 
     Args:
@@ -163,7 +163,7 @@ def recommendation(session: Session) -> Best | None:
     """
     stored, choices = session.stored_best()
     if stored is not None and stored.n_answers == choices:
-        return stored.best
+        return stored.recommendation
     return session.best() if choices else None
 
 

@@ -58,7 +58,7 @@ def utility_png(session: Session, points: int = 60) -> bytes | None:
     cols = min(d, 3)
     rows = (d + cols - 1) // cols
     fig = Figure(figsize=(4.0 * cols, 2.8 * rows))
-    x0 = torch.tensor([best.x[n] for n in names], dtype=torch.float64)
+    x0 = best.x
     for j, (name, low, high) in enumerate(session.parameters):
         ax = fig.add_subplot(rows, cols, j + 1)
         grid = torch.linspace(low, high, points, dtype=torch.float64)
@@ -243,7 +243,7 @@ def parameter_reading(session: Session, points: int = 25) -> tuple[str, ...]:
     if best is None:
         return ()
     opt = session.optimizer
-    x0 = torch.tensor([best.x[n] for n in session.names], dtype=torch.float64)
+    x0 = best.x
     out = []
     for j, (name, low, high) in enumerate(session.parameters):
         X = x0.repeat(points, 1)

@@ -53,14 +53,14 @@ def _admin_record(state: WebState, request: Request) -> WebSession:
 
 
 def _history_row(entry: HistoryEntry, bounds: dict[str, tuple[float, float]]) -> dict[str, Any]:
-    a, query = entry.answer, entry.query
+    a, query = entry.stored, entry.query
     return {
         "number": query.number,
         "options": [
             ", ".join(f"{n}={fmt(v, *bounds[n])}" for n, v in o.items()) for o in query.as_dicts()
         ],
-        "kind": a.kind,
-        "winner": a.winner,
+        "kind": a.answer.kind,
+        "winner": a.answer.winner,
         "answered_at": a.answered_at,
         "response_s": None if a.response_s is None else f"{a.response_s:.1f}",
         "retracted": a.retracted_at is not None,
@@ -101,7 +101,9 @@ def results_context(state: WebState, record: WebSession) -> dict[str, Any]:
         "best": best,
         "best_text": ""
         if best is None
-        else ", ".join(f"{n} = {fmt(v, *bounds[n])}" for n, v in best.x.items()),
+        else ", ".join(
+            f"{n} = {fmt(v, *bounds[n])}" for n, v in zip(bounds, best.x.tolist(), strict=True)
+        ),
         "fmt": fmt,
     }
 
