@@ -18,7 +18,7 @@ from botorch_pref import demo
 from botorch_pref.cli import main
 from botorch_pref.sessions import QueryNotPendingError, Session
 from botorch_pref.sessions import model as session_model
-from botorch_pref.sessions.batch import ask_together
+from botorch_pref.web.batching import ask_together
 
 PARAMS = {"a": (0.0, 1.0), "b": (-1.0, 1.0), "c": (0.0, 2.0)}
 

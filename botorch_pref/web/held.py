@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from botorch_pref.loop import LoopState
 from botorch_pref.sessions import Best, Session
-from botorch_pref.sessions.batch import ask_together, group_key
+from botorch_pref.web.batching import ask_together, group_key
 
 __all__ = [
     "Prepared",
@@ -187,7 +187,7 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
     """:func:`prepare` for several sessions, the new queries of compatible ones made together.
 
     The sessions that need a new query get it from
-    :func:`~botorch_pref.sessions.batch.ask_together` (one batched step for each group of
+    :func:`~botorch_pref.web.batching.ask_together` (one batched step for each group of
     compatible sessions, :meth:`~botorch_pref.sessions.Session.ask` for the others); when that
     fails, each session is prepared on its own, so that one session's error is its own.
 
@@ -197,7 +197,7 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
     answers, or ahead of sessions asked now (by at most :data:`MAX_AHEAD` answers): while it
     waits, those catch up with it, and the next steps are shared. A session alone in its
     group, one answer ahead of or behind sessions stepped together now, may also be left
-    waiting (see :func:`~botorch_pref.sessions.batch.ask_together`).
+    waiting (see :func:`~botorch_pref.web.batching.ask_together`).
 
     Args:
         names: The sessions' names, distinct.

@@ -1,4 +1,4 @@
-"""Several sessions' next queries in one batched step (``botorch_pref.sessions.batch``)."""
+"""Several sessions' next queries in one batched step (``botorch_pref.web.batching``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from botorch_pref.models.evidence import LaplaceEvidence
 from botorch_pref.models.factories import laplace_model
 from botorch_pref.optim import fit_evidence_batched
 from botorch_pref.sessions import Session
-from botorch_pref.sessions.batch import Member, ask_together, group_key, propose_together
+from botorch_pref.web.batching import Member, ask_together, group_key, propose_together
 
 PARAMS = {"a": (0.0, 1.0), "b": (-1.0, 1.0), "c": (0.0, 2.0)}
 
