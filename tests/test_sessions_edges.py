@@ -46,7 +46,7 @@ def test_a_skipped_query_of_a_batched_step_is_not_asked_again(tmp_path):
     saw the query they had just skipped."""
     sessions = _pair_sessions(tmp_path / "s.db")
     try:
-        skipped = ask_together(sessions)[0]
+        skipped = ask_together(sessions)[0].query
         sessions[0].answer(skipped.id, skip=True)
         again = sessions[0].ask()
         assert _gap(again.options, skipped.options) > 0.01

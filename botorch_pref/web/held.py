@@ -161,10 +161,7 @@ def recommendation(session: Session) -> Best | None:
     Returns:
         The recommendation, or ``None`` before the first choice.
     """
-    stored, choices = session.stored_best()
-    if stored is not None and stored.n_answers == choices:
-        return stored.best
-    return session.best() if choices else None
+    return session.recommendation()
 
 
 def prepare(name: str) -> Prepared:
@@ -172,7 +169,8 @@ def prepare(name: str) -> Prepared:
 
     :meth:`~botorch_pref.sessions.Session.ask` generates the query from a snapshot with no
     lock held and stores it, with the recommendation of the same model, in one short
-    transaction; the recommendation is read back from what was stored.
+    transaction; the recommendation returned is the one stored, from the same snapshot (the
+    session's state is read once).
 
     Args:
         name: The session's name.
@@ -188,7 +186,8 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
 
     The sessions that need a new query get it from
     :func:`~botorch_pref.web.batching.ask_together` (one batched step for each group of
-    compatible sessions, :meth:`~botorch_pref.sessions.Session.ask` for the others); when that
+    compatible sessions, :meth:`~botorch_pref.sessions.Session.ask_and_recommend` for the
+    others); when that
     fails, each session is prepared on its own, so that one session's error is its own.
 
     A session of ``may_wait`` is left waiting (a result with ``waiting``, and ``wait_for``
@@ -218,7 +217,7 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
             if progress.pending or not progress.done:
                 asking.append((name, s, progress.answered))
             else:
-                results[name] = _prepared(s, None, progress.answered, begin)
+                results[name] = _prepared(None, recommendation(s), progress.answered, begin)
         except Exception as err:  # SessionError and anything else: shown on the page
             results[name] = _failed(name, err, begin)
     joining = _joining(asking, may_wait)
@@ -228,13 +227,13 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
         queries = ask_together([s for _, s, _ in asking], _HELD.steps, wait)
     except Exception:  # one at a time, each with its own error
         queries, wait = [None] * len(asking), []
-    for i, ((name, s, answered), query) in enumerate(zip(asking, queries, strict=True)):
-        if query is None and i in wait:
+    for i, ((name, s, answered), shown) in enumerate(zip(asking, queries, strict=True)):
+        if shown is None and i in wait:
             joining.append((name, s, answered))
             continue
         try:
-            query = s.ask() if query is None else query
-            results[name] = _prepared(s, query.id, answered, begin)
+            shown = s.ask_and_recommend() if shown is None else shown
+            results[name] = _prepared(shown.query.id, shown.best, answered, begin)
             _HELD.coming[name] = answered + 1
         except Exception as err:
             results[name] = _failed(name, err, begin)
@@ -278,8 +277,8 @@ def _coming(session: Session, answers: int) -> tuple[str, ...]:
     )
 
 
-def _prepared(s: Session, query_id: int | None, answered: int, begin: float) -> Prepared:
-    return Prepared(query_id, recommendation(s), answered, seconds=time.perf_counter() - begin)
+def _prepared(query_id: int | None, best: Best | None, answered: int, begin: float) -> Prepared:
+    return Prepared(query_id, best, answered, seconds=time.perf_counter() - begin)
 
 
 def _failed(name: str, err: Exception, begin: float) -> Prepared:
