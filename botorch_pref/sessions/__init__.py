@@ -39,7 +39,7 @@ from botorch_pref.sessions.records import (
     SessionSummary,
 )
 from botorch_pref.sessions.schema import SCHEMA_VERSION
-from botorch_pref.sessions.session import Session
+from botorch_pref.sessions.session import Session, Shown
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -60,4 +60,5 @@ __all__ = [
     "SessionExistsError",
     "SessionNotFoundError",
     "SessionSummary",
+    "Shown",
 ]

@@ -89,7 +89,7 @@ def ask_together(
     """Every session's query to show now: the pending one, else a new one (stored first).
 
     Like :meth:`Session.ask_and_recommend
-    <botorch_pref.sessions.session.Session.ask_and_recommend>` for each session, with the new
+    <botorch_pref.sessions.Session.ask_and_recommend>` for each session, with the new
     queries of compatible sessions made in one batched step (see the module docstring). Each
     session is read once (one snapshot gives its member of the step, its query and its
     recommendation); it is read again only when its answers changed meanwhile.

@@ -187,8 +187,8 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
     The sessions that need a new query get it from
     :func:`~botorch_pref.web.batching.ask_together` (one batched step for each group of
     compatible sessions, :meth:`~botorch_pref.sessions.Session.ask_and_recommend` for the
-    others); when that
-    fails, each session is prepared on its own, so that one session's error is its own.
+    others); when that fails, each session is prepared on its own, so that one session's error
+    is its own.
 
     A session of ``may_wait`` is left waiting (a result with ``waiting``, and ``wait_for``
     the sessions it waits for) when it is level with, or ahead of, sessions with the same
