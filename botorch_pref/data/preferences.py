@@ -544,14 +544,7 @@ class PreferenceData:
                 unknown ``k``, or a ``k`` other than the data's (the data stay unchanged).
         """
         row = _index_list([a, b], "a graded comparison")
-        level = _whole(level, "level")
-        before = self.graded_levels
-        self._set_levels("graded_levels", levels)
-        try:
-            return self._append(row, ObservationKind.GRADED, 0, level)
-        except PreferenceDataError:
-            self.graded_levels = before
-            raise
+        return self._append_levelled(row, ObservationKind.GRADED, level, levels)
 
     def add_rating(self, i: int, level: int, levels: int | None = None) -> PreferenceData:
         """Append a rating of design ``i`` (a ``RATING`` row).
@@ -569,13 +562,20 @@ class PreferenceData:
             PreferenceDataError: As :meth:`add_graded`.
         """
         row = _index_list([i], "a rating")
+        return self._append_levelled(row, ObservationKind.RATING, level, levels)
+
+    def _append_levelled(
+        self, row: list[int], kind: ObservationKind, level: object, levels: object
+    ) -> PreferenceData:
+        """Append a graded comparison or a rating; on an error the data stay unchanged."""
         level = _whole(level, "level")
-        before = self.rating_levels
-        self._set_levels("rating_levels", levels)
+        attr = "graded_levels" if kind == ObservationKind.GRADED else "rating_levels"
+        before = getattr(self, attr)
+        self._set_levels(attr, levels)
         try:
-            return self._append(row, ObservationKind.RATING, 0, level)
+            return self._append(row, kind, 0, level)
         except PreferenceDataError:
-            self.rating_levels = before
+            setattr(self, attr, before)
             raise
 
     # ------------------------------------------------------------- joining
