@@ -34,6 +34,7 @@ __all__ = [
     "SimulatedUser",
     "calibrate_noise",
     "error_probability",
+    "random_utilities",
     "simulate_comparisons",
     "top_utilities",
 ]
@@ -370,6 +371,30 @@ def top_utilities(
     if not bool(best.isfinite().all()):
         raise ValueError("The utility returned infinite values among the top designs.")
     return best
+
+
+def random_utilities(
+    utility: Callable[[Tensor], Tensor],
+    n: int,
+    dim: int | None = None,
+    seed: int | torch.Generator | None = 0,
+) -> Tensor:
+    """Utilities of ``n`` uniform random designs in the unit cube (float64, CPU, seeded).
+
+    Args:
+        utility: A callable mapping ``n x d`` unit-cube designs to ``n`` utilities.
+        n: The number of designs.
+        dim: The input dimension; defaults to ``utility.dim``.
+        seed: Seed or generator of the designs.
+
+    Returns:
+        The ``n`` utilities.
+    """
+    dim = _resolve_dim(utility, dim)
+    n = whole_number(n, "n", 1)
+    g = _make_generator(seed)
+    with torch.no_grad():
+        return utility(torch.rand(n, dim, generator=g, dtype=torch.float64)).reshape(-1).double()
 
 
 def _resolve_dim(utility: Callable[[Tensor], Tensor], dim: int | None) -> int:
