@@ -85,20 +85,14 @@ def index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
 
 def whole_index(value: object, name: str) -> int:
     """``value`` as an int (:func:`~botorch_pref.checks.whole_number`), else this module's error."""
-    try:
-        return whole_number(value, name)
-    except ValueError as err:
-        raise PreferenceDataError(str(err)) from None
+    return whole_number(value, name, error=PreferenceDataError)
 
 
 def levels_number(value: object, name: str) -> int | None:
     """A number of levels (``None``, or a whole number ``>= 2``), else this module's error."""
     if value is None:
         return None
-    try:
-        return whole_number(value, name, 2)
-    except ValueError as err:
-        raise PreferenceDataError(str(err)) from None
+    return whole_number(value, name, 2, error=PreferenceDataError)
 
 
 def joined_levels(items: Sequence[Any], attr: str) -> int | None:
