@@ -330,7 +330,7 @@ def threaded_backward(
     a model's posterior is differentiated under the model's thread setting, too. Gradients
     reach ``inputs`` and the tensors ``params`` (e.g. hyperparameters) that ``fn`` uses as they
     would without the wrapper. Without autograd (``torch.no_grad``, or nothing that requires a
-    gradient) ``fn`` is called as it is.
+    gradient), and inside a ``torch.compile`` region, ``fn`` is called as it is.
 
     Args:
         fn: Maps ``inputs`` to a tuple of tensors.
@@ -342,7 +342,7 @@ def threaded_backward(
         ``fn(*inputs)``.
     """
     tracked = [t for t in (*inputs, *params) if t.requires_grad]
-    if not torch.is_grad_enabled() or not tracked:
+    if not torch.is_grad_enabled() or not tracked or torch.compiler.is_compiling():
         return fn(*inputs)
     return _ThreadedBackward.apply(fn, threads, len(inputs), *inputs, *params)
 
