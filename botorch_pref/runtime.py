@@ -52,6 +52,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import torch
+from torch import Tensor
 
 __all__ = [
     "SMALL_PROBLEM_DESIGNS",
@@ -66,6 +67,7 @@ __all__ = [
     "positive_int",
     "problem_threads",
     "set_model_threads",
+    "threaded_backward",
     "with_problem_threads",
 ]
 
@@ -280,6 +282,69 @@ def with_problem_threads(size: Callable[[Any], tuple[int | None, Any]]) -> Calla
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+class _ThreadedBackward(torch.autograd.Function):
+    """Identity on the outputs of a graph built inside ``forward``; ``backward`` runs that
+    graph's backward pass under a thread setting (:func:`threaded_backward`)."""
+
+    @staticmethod
+    def forward(ctx: Any, fn: Callable, threads: Callable, n_in: int, *inputs: Tensor) -> Any:
+        leaves = [x.detach().requires_grad_(x.requires_grad) for x in inputs[:n_in]]
+        with torch.enable_grad():
+            outputs = fn(*leaves)
+        ctx.graph = (outputs, leaves + list(inputs[n_in:]), threads)
+        return tuple(out.detach() for out in outputs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor) -> tuple[Tensor | None, ...]:
+        outputs, inputs, threads = ctx.graph
+        pairs = [(o, g) for o, g in zip(outputs, grads, strict=True) if o.requires_grad]
+        wanted = [x for x in inputs if x.requires_grad]
+        found: tuple[Tensor | None, ...] = ()
+        if pairs and wanted:
+            with threads():
+                found = torch.autograd.grad(
+                    [o for o, _ in pairs],
+                    wanted,
+                    [g for _, g in pairs],
+                    allow_unused=True,
+                    create_graph=torch.is_grad_enabled(),
+                )
+        by_input = iter(found)
+        return (None, None, None, *(next(by_input) if x.requires_grad else None for x in inputs))
+
+
+def threaded_backward(
+    fn: Callable[..., tuple[Tensor, ...]],
+    inputs: tuple[Tensor, ...],
+    params: list[Tensor],
+    threads: Callable[[], Any],
+) -> tuple[Tensor, ...]:
+    """``fn(*inputs)``, whose backward pass runs under the context ``threads()``.
+
+    A context such as :func:`problem_threads` around a forward computation does not reach its
+    backward pass, which autograd runs later, on the thread that asks for the gradient (BoTorch's
+    acquisition optimiser, say), with that thread's setting. This wraps ``fn``'s graph in one
+    autograd node that applies ``threads()`` while it runs that graph's backward pass, so that
+    a model's posterior is differentiated under the model's thread setting, too. Gradients
+    reach ``inputs`` and the tensors ``params`` (e.g. hyperparameters) that ``fn`` uses as they
+    would without the wrapper. Without autograd (``torch.no_grad``, or nothing that requires a
+    gradient), and inside a ``torch.compile`` region, ``fn`` is called as it is.
+
+    Args:
+        fn: Maps ``inputs`` to a tuple of tensors.
+        inputs: ``fn``'s arguments.
+        params: Other tensors ``fn`` reads (leaves whose gradients are wanted).
+        threads: Returns the context manager to run the backward pass in.
+
+    Returns:
+        ``fn(*inputs)``.
+    """
+    tracked = [t for t in (*inputs, *params) if t.requires_grad]
+    if not torch.is_grad_enabled() or not tracked or torch.compiler.is_compiling():
+        return fn(*inputs)
+    return _ThreadedBackward.apply(fn, threads, len(inputs), *inputs, *params)
 
 
 def add_command(

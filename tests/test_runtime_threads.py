@@ -125,3 +125,55 @@ def test_pairwise_gp_batched_posterior_still_works_after_our_calls():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("ok")
+
+
+def _posterior_grads(model, X):
+    """d(sum of mean and covariance)/d(X, raw lengthscale) of the model's posterior at X."""
+    X = X.clone().requires_grad_(True)
+    post = model.posterior(X)
+    total = post.mean.sum() + post.distribution.covariance_matrix.sum()
+    raw = model.covar_module.base_kernel.raw_lengthscale
+    return total.detach(), torch.autograd.grad(total, [X, raw])
+
+
+def test_posterior_backward_runs_on_the_models_threads_and_restores(no_user_threads, monkeypatch):
+    """An acquisition optimiser differentiates the posterior after ``posterior`` returned: that
+    backward pass, too, runs on one thread for a small problem, and the count is restored."""
+    import botorch_pref.models.posterior as posterior_module
+
+    seen = []
+    predict = posterior_module.laplace_predict
+
+    def spy(*args, **kwargs):
+        mean, cov = predict(*args, **kwargs)
+        if mean.requires_grad:
+            mean.register_hook(lambda grad: seen.append(torch.get_num_threads()))
+        return mean, cov
+
+    monkeypatch.setattr(posterior_module, "laplace_predict", spy)
+    model = PairwiseLaplaceGP(*random_comparisons(20, 40, seed=2))
+    with model_threads(2):  # the caller's count differs from the model's below
+        before = torch.get_num_threads()
+        with model_threads(1):
+            _posterior_grads(model, torch.rand(3, 2, 2, dtype=torch.float64))
+        assert seen == [1]
+        assert torch.get_num_threads() == before
+
+
+def test_threaded_backward_gives_the_plain_gradients(no_user_threads, monkeypatch):
+    """Values and gradients (in X and in a hyperparameter) are those of the unwrapped graph;
+    under ``no_grad`` nothing is wrapped."""
+    import botorch_pref.models.posterior as posterior_module
+
+    model = PairwiseLaplaceGP(*random_comparisons(20, 40, seed=3))
+    X = torch.rand(4, 2, 2, dtype=torch.float64)
+    value, grads = _posterior_grads(model, X)
+    monkeypatch.setattr(posterior_module, "threaded_backward", lambda fn, inputs, *_: fn(*inputs))
+    plain_value, plain_grads = _posterior_grads(model, X)
+    torch.testing.assert_close(value, plain_value)
+    for got, want in zip(grads, plain_grads, strict=True):
+        torch.testing.assert_close(got, want)
+    monkeypatch.undo()
+    with torch.no_grad():
+        mean = model.posterior(X.requires_grad_(True)).mean
+    assert mean.grad_fn is None

@@ -35,7 +35,7 @@ from torch.nn import Module
 
 from botorch_pref.models.data import PreferenceInputError, validate_test_points
 from botorch_pref.models.prediction import laplace_predict
-from botorch_pref.runtime import with_problem_threads
+from botorch_pref.runtime import problem_threads, threaded_backward, with_problem_threads
 
 __all__ = ["LaplacePosteriorMixin", "prior_constant", "problem_size"]
 
@@ -79,7 +79,14 @@ class LaplacePosteriorMixin:
             mean = torch.zeros(K.shape[:-1], dtype=X.dtype, device=X.device)
             return mean + c, K
         train_X, factors = self.predictive_factors()  # brings the mode up to date first
-        mean, cov = laplace_predict(self.covar_module, train_X, factors, X, full_cov)
+        # The backward pass (an acquisition optimiser's gradient in X) runs under the model's
+        # thread setting as the forward pass does (threaded_backward).
+        mean, cov = threaded_backward(
+            lambda Z: laplace_predict(self.covar_module, train_X, factors, Z, full_cov),
+            (X,),
+            list(self.covar_module.parameters()),
+            lambda: problem_threads(*problem_size(self)),
+        )
         return mean + c, cov
 
     def forward(self, X: Tensor) -> MultivariateNormal:
