@@ -13,7 +13,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "botorch_pref"
 MAX_MODULE_LINES = 650
-MAX_FUNCTION_LINES = 90
+MAX_FUNCTION_LINES = 60
 
 # Still over the limits, to be split; remove an entry once it is split (a stale entry fails).
 LONG_MODULES: set[str] = set()

@@ -105,6 +105,10 @@ def joined_levels(items: Sequence[Any], attr: str) -> int | None:
     return found.pop() if found else None
 
 
+#: The kinds of observation about exactly two designs.
+_TWO_OPTIONS = [int(ObservationKind.PAIR), int(ObservationKind.TIE), int(ObservationKind.GRADED)]
+
+
 def check_observations(
     options: Tensor,
     kind: Tensor,
@@ -145,11 +149,7 @@ def check_observations(
         raise PreferenceDataError("a RATING observation must have exactly one option.")
     if bool((real_obs & ~rating & (q < 2)).any()):
         raise PreferenceDataError("every observation needs at least two options.")
-    two = (
-        (kind == ObservationKind.PAIR)
-        | (kind == ObservationKind.TIE)
-        | (kind == ObservationKind.GRADED)
-    )
+    two = torch.isin(kind, torch.tensor(_TWO_OPTIONS, device=kind.device))
     if bool((real_obs & two & (q != 2)).any()):
         raise PreferenceDataError(
             "PAIR, TIE and GRADED observations must have exactly two options."
