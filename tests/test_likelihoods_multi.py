@@ -18,7 +18,7 @@ from botorch_pref.likelihoods import (
 )
 
 DT = torch.float64
-PAIR, CHOICE, RANKING, TIE = (int(k) for k in ObservationKind)
+PAIR, CHOICE, RANKING, TIE = (int(k) for k in list(ObservationKind)[:4])
 
 
 def _obs(lik, delta, kind, stages, valid):

@@ -1,12 +1,12 @@
-r"""A container for mixed preference answers: pairs, choices among q options, rankings, ties.
+r"""A container for mixed preference answers: pairs, choices, rankings, ties, graded, ratings.
 
 :class:`PreferenceData` records what people answered about designs known by their row index in
 the model's ``datapoints``. Every answer is one *observation*, a row of options listed best
 first:
 
-==============================  ===================================  =========  ==========
-answer                          recorded as                          kind       n_stages
-==============================  ===================================  =========  ==========
+==============================  ===================================  ==========  ==========
+answer                          recorded as                          kind        n_stages
+==============================  ===================================  ==========  ==========
 "v beat u"                      ``add_comparison(v, u)``: ``[v, u]``  ``PAIR``   1
 picked ``c`` among ``q > 2``    ``add_choice(options, c)``:          ``CHOICE`` 1
                                 ``[c, others...]``
@@ -15,7 +15,19 @@ ranked ``q`` options            ``add_ranking(options, order)``:     ``RANKING``
 top-k of ``q`` options          ``add_ranking(options, order,        ``RANKING`` ``k``
                                 top_k=k)``: ``[order[:k], rest...]``
 "no preference" between i, j    ``add_tie(i, j)``: ``[i, j]``        ``TIE``     0
-==============================  ===================================  =========  ==========
+level l of k about a vs b       ``add_graded(a, b, l)``: ``[a, b]``  ``GRADED``  0
+rating l of k of design i       ``add_rating(i, l)``: ``[i]``        ``RATING``  0
+==============================  ===================================  ==========  ==========
+
+Graded comparisons and ratings carry their level in :attr:`~PreferenceData.level` (``-1`` on
+every other row), from 0 ("``b`` much better", or the worst rating) to ``k - 1`` ("``a`` much
+better", the best rating); a graded comparison's levels are symmetric, so ``(a, b, l)`` and
+``(b, a, k - 1 - l)`` say the same (:mod:`~botorch_pref.likelihoods.ordinal`). The numbers of
+levels ``k`` are the data's :attr:`~PreferenceData.graded_levels` and
+:attr:`~PreferenceData.rating_levels`, set once (by the constructor or the first
+``add_graded``/``add_rating`` with ``levels=``) and checked against each answer as it enters;
+a model takes them to its likelihood, which makes its thresholds for them (or raises if it was
+built for another number).
 
 A choice between two options and a ranking of two options are stored as the pair they are;
 a top-1 ranking of ``q > 2`` options is a choice. In tensor form (:attr:`options`,
@@ -31,14 +43,23 @@ Example (a qEUBO round with ``q = 4`` and a "no preference" answer):
     >>> data.add_tie(0, 2)
     >>> model = PairwiseLaplaceGP(X, data, likelihood=...)
 
+Graded answers on a 5-point scale and 3-level ratings, fitted with the default likelihood:
+
+    >>> data = PreferenceData(graded_levels=5, rating_levels=3)
+    >>> data.add_graded(0, 1, 4).add_graded(2, 1, 1)   # 0 much better than 1; 1 a bit better than 2
+    >>> data.add_rating(0, 2).add_rating(2, 0)
+    >>> model = PairwiseLaplaceGP(X, data)
+
 The likelihood must model every kind present: pairs and ties need
 ``PairwiseProbit(tie_threshold=...)`` or ``PairwiseLogit(tie_threshold=...)``; choices need
-:class:`~botorch_pref.likelihoods.Choice`, rankings :class:`~botorch_pref.likelihoods.Ranking`.
+:class:`~botorch_pref.likelihoods.Choice`, rankings :class:`~botorch_pref.likelihoods.Ranking`;
+graded comparisons and ratings ``PairwiseProbit`` or ``PairwiseLogit``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 from botorch.exceptions.errors import InputDataError
@@ -46,6 +67,9 @@ from torch import Tensor
 
 from botorch_pref.checks import is_bool, whole_number
 from botorch_pref.likelihoods import ObservationKind
+
+#: The kinds that carry a level.
+_LEVELLED = (int(ObservationKind.GRADED), int(ObservationKind.RATING))
 
 __all__ = ["ObservationKind", "PreferenceData", "PreferenceDataError", "as_index_tensor"]
 
@@ -100,6 +124,23 @@ def _index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
     return out
 
 
+def _levels(value: object, name: str) -> int | None:
+    """A number of levels (``None``, or a whole number ``>= 2``), else this module's error."""
+    if value is None:
+        return None
+    return whole_number(value, name, 2, error=PreferenceDataError)
+
+
+def _joined_levels(items: Sequence[PreferenceData], attr: str) -> int | None:
+    """The common number of levels ``attr`` of data sets (``None`` agrees with any)."""
+    found = {getattr(d, attr) for d in items} - {None}
+    if len(found) > 1:
+        raise PreferenceDataError(
+            f"cannot join data of different {attr}: {sorted(found)} (one scale per data set)."
+        )
+    return found.pop() if found else None
+
+
 class PreferenceData:
     r"""Mixed preference observations over designs indexed ``0 .. n-1`` (see module docstring).
 
@@ -108,7 +149,9 @@ class PreferenceData:
     * :attr:`options`: ``batch_shape x m x Q`` long, each row best first, ``-1`` padding.
     * :attr:`kind`: ``batch_shape x m`` long, :class:`~botorch_pref.likelihoods.ObservationKind`.
     * :attr:`n_stages`: ``batch_shape x m`` long, ranked stages (1 for a pair or a choice,
-      ``k`` for a top-k ranking, 0 for a tie and for padding).
+      ``k`` for a top-k ranking, 0 for a tie, a graded comparison, a rating and padding).
+    * :attr:`level`: ``batch_shape x m`` long, the level of a graded comparison or a rating,
+      ``-1`` on every other row.
 
     The ``add_*`` methods append one answer in place (unbatched data only) and return ``self``,
     so calls chain. :meth:`cat` and :meth:`extend` join data sets (widening ``Q`` as needed).
@@ -117,7 +160,17 @@ class PreferenceData:
         options: ``batch_shape x m x Q`` integer tensor, or ``None`` for empty data.
         kind: ``batch_shape x m`` kinds (default: every row a ``PAIR``, which needs ``Q = 2``).
         n_stages: ``batch_shape x m`` stages (default: 1 for pairs and choices, ``q - 1`` for
-            rankings, 0 for ties and padding).
+            rankings, 0 for ties, graded comparisons, ratings and padding).
+        level: ``batch_shape x m`` levels of graded comparisons and ratings, ``-1`` elsewhere
+            (default: ``-1`` everywhere, which needs data without either).
+        graded_levels: The number of levels ``k >= 2`` of graded comparisons, or ``None``
+            (set by the first :meth:`add_graded` with ``levels=``).
+        rating_levels: The number of levels ``k >= 2`` of ratings, or ``None``.
+
+    Raises:
+        PreferenceDataError: Naming the problem: a level out of ``[0, k - 1]``, a fractional
+            level, a level on a row that takes none, a graded comparison or a rating without
+            its number of levels, among the checks of the options.
     """
 
     def __init__(
@@ -125,10 +178,14 @@ class PreferenceData:
         options: Tensor | None = None,
         kind: Tensor | None = None,
         n_stages: Tensor | None = None,
+        level: Tensor | None = None,
+        *,
+        graded_levels: int | None = None,
+        rating_levels: int | None = None,
     ) -> None:
         if options is None:
-            if kind is not None or n_stages is not None:
-                raise PreferenceDataError("kind and n_stages need options.")
+            if kind is not None or n_stages is not None or level is not None:
+                raise PreferenceDataError("kind, n_stages and level need options.")
             options = torch.empty(0, 2, dtype=torch.long)
         if not torch.is_tensor(options):
             options = torch.as_tensor(options)
@@ -149,10 +206,11 @@ class PreferenceData:
                 f"kind must have shape {tuple(options.shape[:-1])}, got {tuple(kind.shape)}."
             )
         if n_stages is None:
+            no_stage = (kind == ObservationKind.TIE) | torch.isin(
+                kind, torch.tensor(_LEVELLED, device=kind.device)
+            )
             n_stages = torch.where(
-                kind == ObservationKind.RANKING,
-                q - 1,
-                torch.where(kind == ObservationKind.TIE, 0, 1),
+                kind == ObservationKind.RANKING, q - 1, torch.where(no_stage, 0, 1)
             )
             n_stages = torch.where(padding, 0, n_stages)
         n_stages = torch.as_tensor(n_stages, device=options.device)
@@ -162,11 +220,29 @@ class PreferenceData:
                 f"n_stages must have shape {tuple(options.shape[:-1])}, got "
                 f"{tuple(n_stages.shape)}."
             )
-        self._options, self._kind, self._n_stages = options, kind, n_stages
+        if level is None:
+            level = torch.full(options.shape[:-1], -1, dtype=torch.long, device=options.device)
+        level = as_index_tensor(torch.as_tensor(level, device=options.device), "level", "levels")
+        if level.shape != options.shape[:-1]:
+            raise PreferenceDataError(
+                f"level must have shape {tuple(options.shape[:-1])}, got {tuple(level.shape)}."
+            )
+        self._options, self._kind, self._n_stages, self._level = options, kind, n_stages, level
+        self.graded_levels = _levels(graded_levels, "graded_levels")
+        self.rating_levels = _levels(rating_levels, "rating_levels")
         self._check()
 
     @classmethod
-    def from_checked(cls, options: Tensor, kind: Tensor, n_stages: Tensor) -> PreferenceData:
+    def from_checked(
+        cls,
+        options: Tensor,
+        kind: Tensor,
+        n_stages: Tensor,
+        level: Tensor | None = None,
+        *,
+        graded_levels: int | None = None,
+        rating_levels: int | None = None,
+    ) -> PreferenceData:
         """Data from parts of data that were checked already, without checking them again.
 
         For joining and slicing :class:`PreferenceData` (:meth:`cat`, the loop's record of
@@ -178,9 +254,16 @@ class PreferenceData:
             options: ``batch_shape x m x Q`` long option indices.
             kind: ``batch_shape x m`` long kinds.
             n_stages: ``batch_shape x m`` long stages.
+            level: ``batch_shape x m`` long levels (``-1`` where none), or ``None`` for data
+                without graded comparisons and ratings.
+            graded_levels: The data's number of graded levels, or ``None``.
+            rating_levels: The data's number of rating levels, or ``None``.
         """
         data = cls.__new__(cls)
-        data._options, data._kind, data._n_stages = options, kind, n_stages
+        if level is None:
+            level = torch.full_like(kind, -1)
+        data._options, data._kind, data._n_stages, data._level = options, kind, n_stages, level
+        data.graded_levels, data.rating_levels = graded_levels, rating_levels
         return data
 
     # ------------------------------------------------------------ validation
@@ -200,11 +283,20 @@ class PreferenceData:
         if not bool(torch.isin(kind, known).all()):
             raise PreferenceDataError(f"kind values must be in {known.tolist()} (ObservationKind).")
         real_obs = ~padding
-        if bool((real_obs & (q < 2)).any()):
+        rating = kind == ObservationKind.RATING
+        if bool((real_obs & rating & (q != 1)).any()):
+            raise PreferenceDataError("a RATING observation must have exactly one option.")
+        if bool((real_obs & ~rating & (q < 2)).any()):
             raise PreferenceDataError("every observation needs at least two options.")
-        two = (kind == ObservationKind.PAIR) | (kind == ObservationKind.TIE)
+        two = (
+            (kind == ObservationKind.PAIR)
+            | (kind == ObservationKind.TIE)
+            | (kind == ObservationKind.GRADED)
+        )
         if bool((real_obs & two & (q != 2)).any()):
-            raise PreferenceDataError("PAIR and TIE observations must have exactly two options.")
+            raise PreferenceDataError(
+                "PAIR, TIE and GRADED observations must have exactly two options."
+            )
         if bool((real_obs & (kind == ObservationKind.CHOICE) & (q < 3)).any()):
             raise PreferenceDataError(
                 "a CHOICE between two options must be recorded as a PAIR (winner, loser)."
@@ -217,15 +309,50 @@ class PreferenceData:
                 f"an observation lists a design more than once (e.g. a comparison of a design "
                 f"with itself) at {rows}."
             )
-        lo = torch.where(kind == ObservationKind.TIE, 0, 1)
-        hi = torch.where(kind == ObservationKind.TIE, 0, (q - 1).clamp_min(1))
+        no_stage = (kind == ObservationKind.TIE) | (kind == ObservationKind.GRADED) | rating
+        lo = torch.where(no_stage, 0, 1)
+        hi = torch.where(no_stage, 0, (q - 1).clamp_min(1))
         lo = torch.where(kind == ObservationKind.RANKING, 1, lo)
         hi = torch.where((kind == ObservationKind.PAIR) | (kind == ObservationKind.CHOICE), 1, hi)
         bad = real_obs & ((stages < lo) | (stages > hi))
         if bool(bad.any()):
             raise PreferenceDataError(
                 "n_stages out of range (1 for a pair or choice, 1..q-1 for a ranking, 0 for a "
-                f"tie) at {bad.nonzero()[:3].tolist()}."
+                f"tie, a graded comparison or a rating) at {bad.nonzero()[:3].tolist()}."
+            )
+        self._check_levels(real_obs)
+
+    def _check_levels(self, real_obs: Tensor) -> None:
+        """Levels only on graded comparisons and ratings, each within its number of levels."""
+        kind, level = self._kind, self._level
+        for k, name, attr in (
+            (ObservationKind.GRADED, "graded comparison", "graded_levels"),
+            (ObservationKind.RATING, "rating", "rating_levels"),
+        ):
+            rows = real_obs & (kind == k)
+            if not bool(rows.any()):
+                continue
+            levels = getattr(self, attr)
+            if levels is None:
+                raise PreferenceDataError(
+                    f"the data hold {k.name} observations but no {attr}: say how many levels "
+                    f"the scale has (PreferenceData({attr}=...))."
+                )
+            bad = rows & ((level < 0) | (level >= levels))
+            if bool(bad.any()):
+                where = bad.nonzero()[0].tolist()
+                raise PreferenceDataError(
+                    f"a {name} level must lie in [0, {levels - 1}] ({attr} = {levels}), got "
+                    f"{int(level[tuple(where)])} at {where}."
+                )
+        other = real_obs & ~torch.isin(kind, torch.tensor(_LEVELLED, device=kind.device))
+        bad = other & (level != -1)
+        if bool(bad.any()):
+            where = bad.nonzero()[0].tolist()
+            raise PreferenceDataError(
+                f"only graded comparisons and ratings take a level (-1 elsewhere), got "
+                f"{int(level[tuple(where)])} on a {ObservationKind(int(kind[tuple(where)])).name} "
+                f"at {where}."
             )
 
     def validate(self, n: int) -> None:
@@ -274,7 +401,9 @@ class PreferenceData:
             )
         return cls(c)
 
-    def _append(self, row: list[int], kind: ObservationKind, stages: int) -> PreferenceData:
+    def _append(
+        self, row: list[int], kind: ObservationKind, stages: int, level: int = -1
+    ) -> PreferenceData:
         if len(self.batch_shape) > 0:
             raise PreferenceDataError("add_* methods need unbatched data (options m x Q).")
         Q = max(self.max_options, len(row))
@@ -284,10 +413,30 @@ class PreferenceData:
             opts,
             torch.tensor([int(kind)], device=self.device),
             torch.tensor([stages], device=self.device),
+            torch.tensor([level], device=self.device),
+            graded_levels=self.graded_levels,
+            rating_levels=self.rating_levels,
         )
-        joined = PreferenceData.cat([self, new])
-        self._options, self._kind, self._n_stages = joined.options, joined.kind, joined.n_stages
+        self._take(PreferenceData.cat([self, new]))
         return self
+
+    def _take(self, other: PreferenceData) -> None:
+        self._options, self._kind, self._n_stages = other.options, other.kind, other.n_stages
+        self._level = other.level
+        self.graded_levels, self.rating_levels = other.graded_levels, other.rating_levels
+
+    def _set_levels(self, attr: str, levels: object) -> None:
+        """Set the number of levels ``attr`` (the first time), or check it against the data's."""
+        if levels is None:
+            return
+        levels = _levels(levels, "levels")
+        current = getattr(self, attr)
+        if current is not None and current != levels:
+            raise PreferenceDataError(
+                f"levels={levels} differs from the data's {attr} = {current} (one scale per "
+                "data set)."
+            )
+        setattr(self, attr, levels)
 
     def add_comparison(self, winner: int, loser: int) -> PreferenceData:
         """Append "``winner`` beat ``loser``" (a ``PAIR``). Returns ``self``."""
@@ -365,6 +514,59 @@ class PreferenceData:
         row = _index_list([i, j], "a tie")
         return self._append(row, ObservationKind.TIE, 0)
 
+    def add_graded(self, a: int, b: int, level: int, levels: int | None = None) -> PreferenceData:
+        """Append a graded comparison of designs ``a`` and ``b`` (a ``GRADED`` row).
+
+        Args:
+            a: The first design.
+            b: The second design.
+            level: The answer on the scale, from 0 ("``b`` much better") to ``k - 1``
+                ("``a`` much better"); for odd ``k``, ``(k - 1) // 2`` is "about the same".
+            levels: The scale's number of levels ``k``; needed on the first graded comparison
+                unless the data were made with ``graded_levels=``, checked afterwards.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            PreferenceDataError: For a level out of ``[0, k - 1]`` or not a whole number, an
+                unknown ``k``, or a ``k`` other than the data's (the data stay unchanged).
+        """
+        row = _index_list([a, b], "a graded comparison")
+        level = whole_number(level, "level", error=PreferenceDataError)
+        before = self.graded_levels
+        self._set_levels("graded_levels", levels)
+        try:
+            return self._append(row, ObservationKind.GRADED, 0, level)
+        except PreferenceDataError:
+            self.graded_levels = before
+            raise
+
+    def add_rating(self, i: int, level: int, levels: int | None = None) -> PreferenceData:
+        """Append a rating of design ``i`` (a ``RATING`` row).
+
+        Args:
+            i: The design rated.
+            level: The rating, from 0 (worst) to ``k - 1`` (best).
+            levels: The rating scale's number of levels ``k``; needed on the first rating
+                unless the data were made with ``rating_levels=``, checked afterwards.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            PreferenceDataError: As :meth:`add_graded`.
+        """
+        row = _index_list([i], "a rating")
+        level = whole_number(level, "level", error=PreferenceDataError)
+        before = self.rating_levels
+        self._set_levels("rating_levels", levels)
+        try:
+            return self._append(row, ObservationKind.RATING, 0, level)
+        except PreferenceDataError:
+            self.rating_levels = before
+            raise
+
     # ------------------------------------------------------------- joining
     @classmethod
     def cat(cls, items: Sequence[PreferenceData]) -> PreferenceData:
@@ -374,7 +576,9 @@ class PreferenceData:
             return cls()
         Q = max(d.max_options for d in items)
         batch = items[0].batch_shape
-        opts, kinds, stages = [], [], []
+        graded = _joined_levels(items, "graded_levels")
+        rating = _joined_levels(items, "rating_levels")
+        opts, kinds, stages, levels = [], [], [], []
         for d in items:
             if d.batch_shape != batch:
                 raise PreferenceDataError(
@@ -388,12 +592,19 @@ class PreferenceData:
             opts.append(o)
             kinds.append(d.kind.to(o.device))
             stages.append(d.n_stages.to(o.device))
-        return cls.from_checked(torch.cat(opts, -2), torch.cat(kinds, -1), torch.cat(stages, -1))
+            levels.append(d.level.to(o.device))
+        return cls.from_checked(
+            torch.cat(opts, -2),
+            torch.cat(kinds, -1),
+            torch.cat(stages, -1),
+            torch.cat(levels, -1),
+            graded_levels=graded,
+            rating_levels=rating,
+        )
 
     def extend(self, other: PreferenceData) -> PreferenceData:
         """Append ``other``'s observations in place; returns ``self``."""
-        joined = PreferenceData.cat([self, other])
-        self._options, self._kind, self._n_stages = joined.options, joined.kind, joined.n_stages
+        self._take(PreferenceData.cat([self, other]))
         return self
 
     def __add__(self, other: PreferenceData) -> PreferenceData:
@@ -414,6 +625,11 @@ class PreferenceData:
     def n_stages(self) -> Tensor:
         """``batch_shape x m`` ranked stages."""
         return self._n_stages
+
+    @property
+    def level(self) -> Tensor:
+        """``batch_shape x m`` levels of graded comparisons and ratings (``-1`` elsewhere)."""
+        return self._level
 
     @property
     def device(self) -> torch.device:
@@ -465,8 +681,22 @@ class PreferenceData:
         device = kwargs.get("device", device)
         if device is None:
             return self
+        return self._like(
+            self._options.to(device),
+            self._kind.to(device),
+            self._n_stages.to(device),
+            self._level.to(device),
+        )
+
+    def _like(self, options: Tensor, kind: Tensor, stages: Tensor, level: Tensor) -> PreferenceData:
+        """Data of these numbers of levels from (checked) tensors."""
         return PreferenceData(
-            self._options.to(device), self._kind.to(device), self._n_stages.to(device)
+            options,
+            kind,
+            stages,
+            level,
+            graded_levels=self.graded_levels,
+            rating_levels=self.rating_levels,
         )
 
     def shift(self, offset: int) -> PreferenceData:
@@ -481,25 +711,27 @@ class PreferenceData:
             low = int(self._options[real].min())
             raise PreferenceDataError(f"shift({offset}) would make design index {low} negative.")
         opts = torch.where(real, self._options + offset, self._options)
-        return PreferenceData(opts, self._kind, self._n_stages)
+        return self._like(opts, self._kind, self._n_stages, self._level)
 
     def expand(self, *batch_shape: int) -> PreferenceData:
         """Broadcast to ``batch_shape`` (a view of the same observations)."""
         shape = torch.Size(batch_shape)
         m, Q = self.num_observations, self.max_options
-        return PreferenceData(
+        return self._like(
             self._options.expand(*shape, m, Q),
             self._kind.expand(*shape, m),
             self._n_stages.expand(*shape, m),
+            self._level.expand(*shape, m),
         )
 
     def reshape(self, *batch_shape: int) -> PreferenceData:
         """Reshape the batch dimensions (e.g. ``reshape(-1)`` for a flat batch)."""
         m, Q = self.num_observations, self.max_options
-        return PreferenceData(
+        return self._like(
             self._options.reshape(*batch_shape, m, Q),
             self._kind.reshape(*batch_shape, m),
             self._n_stages.reshape(*batch_shape, m),
+            self._level.reshape(*batch_shape, m),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -510,9 +742,60 @@ class PreferenceData:
             and torch.equal(self._options, other._options.to(self.device))
             and torch.equal(self._kind, other._kind.to(self.device))
             and torch.equal(self._n_stages, other._n_stages.to(self.device))
+            and torch.equal(self._level, other._level.to(self.device))
+            and self.graded_levels == other.graded_levels
+            and self.rating_levels == other.rating_levels
         )
 
     __hash__ = None  # mutable
+
+    def to_dict(self) -> dict[str, Any]:
+        """The data as plain lists and numbers (JSON-ready); :meth:`from_dict` reads it back.
+
+        Returns:
+            ``{"options", "kind", "n_stages", "level", "graded_levels", "rating_levels"}``.
+        """
+        return {
+            "options": self._options.tolist(),
+            "kind": self._kind.tolist(),
+            "n_stages": self._n_stages.tolist(),
+            "level": self._level.tolist(),
+            "graded_levels": self.graded_levels,
+            "rating_levels": self.rating_levels,
+        }
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> PreferenceData:
+        """Data from :meth:`to_dict`'s record, checked as on entry.
+
+        Args:
+            record: The record (``level`` and the numbers of levels may be missing, as in
+                data without graded comparisons and ratings).
+
+        Returns:
+            The data.
+
+        Raises:
+            PreferenceDataError: For a record that is not valid data.
+        """
+        try:
+            options = torch.tensor(record["options"], dtype=torch.long)
+            kind = torch.tensor(record["kind"], dtype=torch.long)
+            stages = torch.tensor(record["n_stages"], dtype=torch.long)
+            level = record.get("level")
+            level = None if level is None else torch.tensor(level, dtype=torch.long)
+        except (KeyError, TypeError, ValueError) as err:
+            raise PreferenceDataError(f"not a PreferenceData record: {err}") from None
+        if options.numel() == 0:
+            options = options.reshape(*kind.shape, 2)
+        return cls(
+            options,
+            kind,
+            stages,
+            level,
+            graded_levels=record.get("graded_levels"),
+            rating_levels=record.get("rating_levels"),
+        )
 
     def __repr__(self) -> str:
         kinds = ", ".join(sorted(k.name for k in self.kinds_present)) or "none"

@@ -7,6 +7,8 @@ r"""Laplace inference engines: pure tensor code, no GPyTorch classes.
 * :mod:`~botorch_pref.inference.pairs`: :class:`PairEngine`, pairs with a diagonal curvature.
 * :mod:`~botorch_pref.inference.blocks`: :class:`BlockEngine`, choices, rankings and ties with a
   block-diagonal curvature.
+* :mod:`~botorch_pref.inference.select`: which engine takes which answers
+  (:func:`engine_for_data`).
 * :mod:`~botorch_pref.inference.ep`: expectation propagation for probit pairs, started from the
   Laplace mode; its factors take the Laplace factors' form.
 """
@@ -30,6 +32,7 @@ from botorch_pref.inference.newton import (
     fit_tolerance,
 )
 from botorch_pref.inference.pairs import PairEngine, PairStructure, merge_pairs
+from botorch_pref.inference.select import engine_for_data
 
 __all__ = [
     "BlockEngine",
@@ -48,6 +51,7 @@ __all__ = [
     "choose_form",
     "damped_newton",
     "default_tolerance",
+    "engine_for_data",
     "fit_tolerance",
     "merge_pairs",
     "predictive_terms",

@@ -8,8 +8,10 @@ Observation ``k`` lists options :math:`S_k = (o_0, \dots, o_{q_k - 1})`, best fi
     \delta_{k,j} = f(o_0) - f(o_j), \qquad j = 1, \dots, Q - 1,
 
 with ``Q`` the largest option count (rows of shorter observations and padding observations are
-zero rows). The rows :math:`a_{k,j} = e_{o_0} - e_{o_j}` stack into ``A`` (``r x n``,
-:math:`r = m (Q-1)`); pairs and ties are the one-row case. The likelihood
+zero rows). A rating of design ``i`` is a function of :math:`f(i)` alone: its first row is
+``(i, -1)``, against the origin (:mod:`~botorch_pref.inference.rows`); a graded comparison uses
+its first row as a pair or a tie does. The rows :math:`a_{k,j} = e_{o_0} - e_{o_j}` stack into
+``A`` (``r x n``, :math:`r = m (Q-1)`); pairs and ties are the one-row case. The likelihood
 (:meth:`~botorch_pref.likelihoods.PairwiseLikelihood.observation_derivatives`) gives each
 observation's gradient :math:`h_k` and positive semi-definite negative Hessian block
 :math:`H_k` in :math:`\delta_k`, so the curvature in row space is block diagonal,
@@ -47,7 +49,7 @@ import torch
 from torch import Tensor
 
 from botorch_pref.inference.engine import LaplaceEngine
-from botorch_pref.likelihoods import PairwiseLikelihood
+from botorch_pref.likelihoods import ObservationKind, PairwiseLikelihood
 
 __all__ = ["BlockEngine", "ObservationStructure", "build_observations"]
 
@@ -63,6 +65,8 @@ class ObservationStructure(NamedTuple):
         n_stages: ``B x m`` ranked stages.
         valid: ``B x m x Q`` bool mask of real options.
         kinds: The kinds present (Python ints), so no device synchronisation is needed later.
+        level: ``B x m`` levels of graded comparisons and ratings (``-1`` elsewhere), or
+            ``None`` when the data hold neither.
     """
 
     rows: Tensor
@@ -70,6 +74,7 @@ class ObservationStructure(NamedTuple):
     n_stages: Tensor
     valid: Tensor
     kinds: tuple[int, ...]
+    level: Tensor | None = None
 
     @property
     def p(self) -> int:
@@ -82,7 +87,9 @@ class ObservationStructure(NamedTuple):
         return self.valid.shape[-1] - 1
 
 
-def build_observations(options: Tensor, kind: Tensor, n_stages: Tensor) -> ObservationStructure:
+def build_observations(
+    options: Tensor, kind: Tensor, n_stages: Tensor, level: Tensor | None = None
+) -> ObservationStructure:
     """The :class:`ObservationStructure` of padded observations.
 
     Args:
@@ -90,6 +97,7 @@ def build_observations(options: Tensor, kind: Tensor, n_stages: Tensor) -> Obser
             (validated by the caller: see :class:`botorch_pref.data.PreferenceData`).
         kind: ``B x m`` :class:`~botorch_pref.likelihoods.ObservationKind` values.
         n_stages: ``B x m`` ranked stages.
+        level: ``B x m`` levels of graded comparisons and ratings, or ``None``.
 
     Returns:
         The structure.
@@ -110,7 +118,14 @@ def build_observations(options: Tensor, kind: Tensor, n_stages: Tensor) -> Obser
     )
     B = options.shape[0]
     kinds = tuple(sorted(set(kind[valid[..., 0]].unique().tolist())))
-    return ObservationStructure(rows.reshape(B, -1, 2), kind.long(), n_stages.long(), valid, kinds)
+    if int(ObservationKind.RATING) in kinds:  # a rating's first row: (i, -1), the origin
+        rating = valid[..., 0] & (kind == int(ObservationKind.RATING))
+        rows[..., 0, 0] = torch.where(rating, options[..., 0], rows[..., 0, 0])
+        rows[..., 0, 1] = torch.where(rating, -1, rows[..., 0, 1])
+    level = None if level is None else level.long()
+    return ObservationStructure(
+        rows.reshape(B, -1, 2), kind.long(), n_stages.long(), valid, kinds, level
+    )
 
 
 def _block_sqrt(H: Tensor) -> Tensor:
@@ -152,7 +167,7 @@ class BlockEngine(LaplaceEngine):
         s = self.structure
         B, m, w = d.shape[0], s.kind.shape[-1], s.width
         log_p, h, H = self.likelihood.observation_derivatives(
-            d.reshape(B, m, w), s.kind, s.n_stages, s.valid, s.kinds
+            d.reshape(B, m, w), s.kind, s.n_stages, s.valid, s.kinds, s.level
         )
         return log_p.sum(-1), h.reshape(B, -1), H
 

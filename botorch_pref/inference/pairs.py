@@ -29,6 +29,13 @@ solved by the Cholesky of ``B`` (eigenvalues :math:`\ge 1`, no jitter; in float3
 only at prior-to-noise scale ratios of 1e3 or more), and
 :math:`\log\det(I + K_A H) = \log\det B = 2 \sum_k \log (L_B)_{kk}`.
 
+**Graded comparisons and ratings** (:mod:`~botorch_pref.likelihoods.ordinal`) are functions of
+one row each as well: a graded comparison ``(a, b)`` of the difference :math:`f_a - f_b` (its
+sign as a pair's), a rating of design ``i`` of the row ``(i, -1)`` against the origin,
+:math:`f_i` (:mod:`~botorch_pref.inference.rows`). The structure then carries each answer's
+kind and level (:attr:`PairStructure.comp_kind`, :attr:`PairStructure.comp_level`) and the
+curvature stays diagonal: the cost is that of the pairs they are about.
+
 A cold start takes one Newton step from the standardised net wins of each design (wins minus
 losses), scaled by the prior standard deviation, as BoTorch's ``PairwiseGP`` starts its solver.
 """
@@ -42,7 +49,7 @@ from torch import Tensor
 
 from botorch_pref.inference.engine import LaplaceEngine, cholesky_of_system
 from botorch_pref.inference.rows import row_differences, scatter_rows
-from botorch_pref.likelihoods import PairwiseLikelihood
+from botorch_pref.likelihoods import ObservationKind, PairwiseLikelihood
 
 __all__ = ["PairEngine", "PairStructure", "merge_pairs"]
 
@@ -60,6 +67,11 @@ class PairStructure(NamedTuple):
         comp_weight: ``B x m`` tensor, ``1`` for a comparison and ``0`` for a padding row
             (members of a batch with fewer comparisons than others), or ``None`` when no row is
             padding.
+        comp_kind: ``B x m`` :class:`~botorch_pref.likelihoods.ObservationKind` of each answer
+            (pairs, graded comparisons, ratings), or ``None`` for pairs only.
+        comp_level: ``B x m`` levels of graded comparisons and ratings (``-1`` elsewhere), or
+            ``None`` for pairs only.
+        kinds: The kinds present (Python ints; empty for pairs only).
     """
 
     pairs: Tensor
@@ -67,6 +79,9 @@ class PairStructure(NamedTuple):
     comp_sign: Tensor
     num_pairs: Tensor
     comp_weight: Tensor | None = None
+    comp_kind: Tensor | None = None
+    comp_level: Tensor | None = None
+    kinds: tuple[int, ...] = ()
 
     @property
     def p(self) -> int:
@@ -74,19 +89,30 @@ class PairStructure(NamedTuple):
         return self.pairs.shape[-2]
 
 
-def merge_pairs(comparisons: Tensor, n: int, dtype: torch.dtype = torch.float64) -> PairStructure:
+def merge_pairs(
+    comparisons: Tensor,
+    n: int,
+    dtype: torch.dtype = torch.float64,
+    kind: Tensor | None = None,
+    level: Tensor | None = None,
+) -> PairStructure:
     """Merge comparisons on the same unordered pair of designs.
 
     Args:
         comparisons: ``B x m x 2`` integer tensor of (winner, loser) rows; no row may compare a
             design with itself, and every index must lie in ``[0, n)`` (validated by the model),
             except padding rows ``(-1, -1)``, which let members of a batch hold different
-            numbers of comparisons. A padding row is given the null pair ``(0, 0)`` and weight 0.
+            numbers of comparisons, and ratings' rows ``(i, -1)``. A padding row is given the
+            null pair ``(0, 0)`` and weight 0.
         n: Number of designs.
         dtype: Floating dtype of the signs.
+        kind: ``B x m`` kinds of the rows (graded comparisons ``(a, b)``, ratings ``(i, -1)``
+            among pairs), or ``None`` for pairs only.
+        level: ``B x m`` levels, with ``kind``.
 
     Returns:
-        The :class:`PairStructure`; pairs are sorted by ``(i, j)`` within each member.
+        The :class:`PairStructure`; pairs are sorted by ``(i, j)`` within each member, a
+        rating's pair ``(i, -1)`` after the pairs of ``i``.
     """
     comparisons = comparisons.long()
     B, m = comparisons.shape[0], comparisons.shape[1]
@@ -96,27 +122,37 @@ def merge_pairs(comparisons: Tensor, n: int, dtype: torch.dtype = torch.float64)
     if bool(padding.any()):
         comparisons = comparisons.masked_fill(padding.unsqueeze(-1), 0)
         comp_weight = (~padding).to(dtype)
+    # the origin (-1) is keyed as design n: a rating's row sorts as (i, n)
+    comparisons = torch.where(comparisons < 0, n, comparisons)
+    n1 = n + 1
     lo = comparisons.min(dim=-1).values
     hi = comparisons.max(dim=-1).values
     member = torch.arange(B, device=device).unsqueeze(-1)
-    keys = (member * n + lo) * n + hi
+    keys = (member * n1 + lo) * n1 + hi
     uniq, inverse = torch.unique(keys.reshape(-1), sorted=True, return_inverse=True)
-    owner = torch.div(uniq, n * n, rounding_mode="floor")
+    owner = torch.div(uniq, n1 * n1, rounding_mode="floor")
     counts = torch.bincount(owner, minlength=B)
     p = int(counts.max()) if uniq.numel() else 0
     start = torch.cumsum(counts, 0) - counts
     position = torch.arange(uniq.numel(), device=device) - start[owner]
-    local = uniq - owner * n * n
+    local = uniq - owner * n1 * n1
     pairs = torch.zeros(B, max(p, 1), 2, dtype=torch.long, device=device)
-    pairs[owner, position, 0] = torch.div(local, n, rounding_mode="floor")
-    pairs[owner, position, 1] = local % n
+    pairs[owner, position, 0] = torch.div(local, n1, rounding_mode="floor")
+    second = local % n1
+    pairs[owner, position, 1] = torch.where(second == n, -1, second)
     comp_pair = position[inverse].reshape(B, m)
     comp_sign = torch.where(comparisons[..., 0] == lo, 1.0, -1.0).to(dtype)
     if comp_weight is not None:  # the null pair (0, 0) of padding rows is not a real pair
         slot = torch.arange(pairs.shape[1], device=device)
         null = (pairs == 0).all(-1) & (slot < counts.unsqueeze(-1))
         counts = counts - null.sum(-1)
-    return PairStructure(pairs, comp_pair, comp_sign, counts, comp_weight)
+    if kind is None:
+        return PairStructure(pairs, comp_pair, comp_sign, counts, comp_weight)
+    real = ~padding
+    kinds = tuple(sorted(set(kind[real].unique().tolist())))
+    return PairStructure(
+        pairs, comp_pair, comp_sign, counts, comp_weight, kind.long(), level.long(), kinds
+    )
 
 
 def _comparison_system(K_A: Tensor, sqrt_w: Tensor) -> Tensor:
@@ -145,8 +181,39 @@ class PairEngine(LaplaceEngine):
         """The engine of ``B x m x 2`` (winner, loser) comparisons among ``n`` designs."""
         return cls(likelihood, merge_pairs(comparisons, n, dtype=dtype), n)
 
+    @classmethod
+    def from_answers(
+        cls,
+        likelihood: PairwiseLikelihood,
+        rows: Tensor,
+        kind: Tensor,
+        level: Tensor,
+        n: int,
+        dtype: torch.dtype,
+    ) -> PairEngine:
+        """The engine of ``B x m x 2`` rows of pairs, graded comparisons and ratings.
+
+        Args:
+            likelihood: The likelihood (its levels match the data's).
+            rows: ``(winner, loser)``, ``(a, b)`` or ``(i, -1)`` rows; ``(-1, -1)`` pads.
+            kind: ``B x m`` kinds (:data:`~botorch_pref.likelihoods.SCALAR_KINDS` but ties).
+            level: ``B x m`` levels (``-1`` on pairs and padding).
+            n: Number of designs.
+            dtype: Floating dtype.
+        """
+        return cls(likelihood, merge_pairs(rows, n, dtype, kind, level), n)
+
+    def _answer_terms(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Each answer's log-likelihood and derivatives at its signed difference ``x``."""
+        s = self.structure
+        if s.comp_kind is None:
+            return self.likelihood.derivatives(x)
+        return self.likelihood.row_derivatives(x, s.comp_kind, s.comp_level, s.kinds)
+
     def log_likelihood(self, d: Tensor) -> Tensor:
         s = self.structure
+        if s.comp_kind is not None:
+            return self.terms(d)[0]
         log_p = self.likelihood.log_prob(s.comp_sign * d.gather(-1, s.comp_pair))
         if s.comp_weight is not None:
             log_p = log_p * s.comp_weight
@@ -156,7 +223,7 @@ class PairEngine(LaplaceEngine):
         """Log-likelihood (``B``), pair gradient ``G`` and curvature ``w`` (``B x p`` each)."""
         s = self.structure
         sign = s.comp_sign
-        log_p, grad, neg_hess = self.likelihood.derivatives(sign * d.gather(-1, s.comp_pair))
+        log_p, grad, neg_hess = self._answer_terms(sign * d.gather(-1, s.comp_pair))
         if s.comp_weight is not None:
             log_p, grad, neg_hess = (
                 log_p * s.comp_weight,
@@ -184,10 +251,13 @@ class PairEngine(LaplaceEngine):
         return 2.0 * LB.diagonal(dim1=-2, dim2=-1).log().sum(-1)
 
     def initial_guess(self, K: Tensor) -> Tensor:
-        """Pair differences of the standardised net wins, scaled by the prior deviation."""
+        """Pair differences of the standardised net wins, scaled by the prior deviation (a
+        graded comparison votes by its sign, a rating not at all)."""
         s = self.structure
         B, n = K.shape[0], K.shape[-1]
         votes = s.comp_sign if s.comp_weight is None else s.comp_sign * s.comp_weight
+        if s.comp_kind is not None:
+            votes = votes * (s.comp_kind != int(ObservationKind.RATING)).to(votes)
         pair_wins = torch.zeros(B, s.p, dtype=K.dtype, device=K.device)
         pair_wins = pair_wins.scatter_add(-1, s.comp_pair, votes)
         net = scatter_rows(pair_wins, s.pairs, n)
@@ -196,10 +266,12 @@ class PairEngine(LaplaceEngine):
         return row_differences(net * scale, s.pairs)
 
     def warm_key(self, n: int) -> Tensor:
-        """Key ``i * n + j`` of each pair; padding pairs get ``n * n`` (never a real key)."""
+        """Key ``i * (n + 1) + j`` of each pair (``j = n`` for the origin of a rating's row);
+        padding pairs get ``(n + 1)^2`` (never a real key)."""
         pairs = self.structure.pairs
-        keys = pairs[..., 0] * n + pairs[..., 1]
-        return torch.where(keys == 0, n * n, keys)
+        second = pairs[..., 1]
+        keys = pairs[..., 0] * (n + 1) + torch.where(second < 0, n, second)
+        return torch.where(keys == 0, (n + 1) ** 2, keys)
 
     def match_warm(self, key: Tensor, beta: Tensor) -> Tensor:
         """Old pairs' coefficients moved to the same pairs here (keys made for this ``n``)."""

@@ -23,7 +23,8 @@ a tie is an answer whose perceived difference lies within :math:`\pm\theta`,
     P(v \succ u) = F((\delta - \theta)/s),
 
 and :math:`\theta` is a hyperparameter (positive constraint, prior) that the Laplace evidence
-fits with the kernel's.
+fits with the kernel's. Graded comparisons on ``k`` levels and ratings generalise it
+(:mod:`~botorch_pref.likelihoods.ordinal`, mixed into :class:`PairwiseLikelihood`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from gpytorch.priors import GammaPrior, Prior
 from torch import Tensor
 from torch.distributions import Bernoulli
 
-__all__ = ["ObservationKind", "PairwiseLikelihood", "positive_float"]
+from botorch_pref.likelihoods.ordinal import OrdinalAnswers
+
+__all__ = ["SCALAR_KINDS", "ObservationKind", "PairwiseLikelihood", "positive_float"]
 
 
 class ObservationKind(IntEnum):
@@ -50,12 +53,24 @@ class ObservationKind(IntEnum):
     * ``RANKING``: the options are ranked best first; the first ``n_stages`` places count (a
       full ranking of ``q`` options has ``q - 1`` stages, a top-k ranking ``k``).
     * ``TIE``: "no preference" between two designs.
+    * ``GRADED``: a graded comparison ``(a, b)`` on ``k`` levels of ``f(a) - f(b)``, its level
+      in the data's per-row ``level`` (:mod:`~botorch_pref.likelihoods.ordinal`).
+    * ``RATING``: a rating of one design on ``k`` levels of its utility.
     """
 
     PAIR = 0
     CHOICE = 1
     RANKING = 2
     TIE = 3
+    GRADED = 4
+    RATING = 5
+
+
+#: The kinds whose log-likelihood is a function of one difference row (a rating's row is the
+#: utility itself, a row against the origin): the pair engine and EP handle them.
+SCALAR_KINDS = frozenset(
+    {ObservationKind.PAIR, ObservationKind.TIE, ObservationKind.GRADED, ObservationKind.RATING}
+)
 
 
 def positive_float(value: float, name: str) -> float:
@@ -74,7 +89,7 @@ def _default_tie_prior(prior: Prior | bool | None) -> Prior | None:
     return prior
 
 
-class PairwiseLikelihood(Likelihood):
+class PairwiseLikelihood(OrdinalAnswers, Likelihood):
     r"""Base class: a link :math:`P(v \succ u) = \sigma(\delta / s)` of the utility difference.
 
     Subclasses implement :meth:`derivatives` and :meth:`log_prob`; the predictive probability
@@ -87,6 +102,9 @@ class PairwiseLikelihood(Likelihood):
         tie_threshold_prior: Prior on :math:`\theta`; ``True`` for ``Gamma(2, 2)``, ``False``
             or ``None`` for none.
         tie_threshold_constraint: Constraint on :math:`\theta`; default ``Positive()``.
+        graded_levels: Levels of graded comparisons (``>= 2``), or ``None`` to take them from
+            the data (:meth:`match_levels`).
+        rating_levels: Levels of ratings (``>= 2``), or ``None`` to take them from the data.
     """
 
     def __init__(
@@ -94,16 +112,20 @@ class PairwiseLikelihood(Likelihood):
         tie_threshold: float | None = None,
         tie_threshold_prior: Prior | bool | None = None,
         tie_threshold_constraint: Interval | None = None,
+        graded_levels: int | None = None,
+        rating_levels: int | None = None,
     ) -> None:
         super().__init__(max_plate_nesting=1)
         self._init_tie_threshold(
             tie_threshold, _default_tie_prior(tie_threshold_prior), tie_threshold_constraint
         )
+        self._init_ordinal(graded_levels, rating_levels)
 
     @property
     def supported_kinds(self) -> frozenset[ObservationKind]:
-        """The observation kinds this likelihood can model."""
-        kinds = {ObservationKind.PAIR}
+        """The observation kinds this likelihood can model (graded comparisons and ratings
+        always: their thresholds are made from the data's number of levels when missing)."""
+        kinds = {ObservationKind.PAIR, ObservationKind.GRADED, ObservationKind.RATING}
         if self.has_ties:
             kinds.add(ObservationKind.TIE)
         return frozenset(kinds)
@@ -126,6 +148,8 @@ class PairwiseLikelihood(Likelihood):
                 )
             elif kind == ObservationKind.CHOICE:
                 hint = "a choice among q > 2 options needs Choice() or Ranking()"
+            elif kind in (ObservationKind.GRADED, ObservationKind.RATING):
+                hint = "graded comparisons and ratings need PairwiseProbit or PairwiseLogit"
             else:
                 hint = "a ranking of more than two options needs Ranking()"
             raise ValueError(
@@ -285,12 +309,15 @@ class PairwiseLikelihood(Likelihood):
         n_stages: Tensor,
         valid: Tensor,
         kinds: Iterable[int] | None = None,
+        level: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         r"""Log-probabilities, gradients and negative Hessian blocks of general observations.
 
         Observation ``k`` over options :math:`(o_0, \dots, o_{Q-1})` (best first, padded) is a
-        function of :math:`\delta_j = f(o_0) - f(o_j)`, :math:`j = 1, \dots, Q-1`. A pair or a
-        tie uses :math:`\delta_1` only; a choice or a ranking all valid :math:`\delta_j`.
+        function of :math:`\delta_j = f(o_0) - f(o_j)`, :math:`j = 1, \dots, Q-1`. A pair, a
+        tie or a graded comparison uses :math:`\delta_1` only; a rating's :math:`\delta_1` is
+        its design's utility (its row is against the origin); a choice or a ranking uses all
+        valid :math:`\delta_j`.
 
         Args:
             delta: ``(*batch, m, Q-1)`` differences (zero at padding).
@@ -298,6 +325,8 @@ class PairwiseLikelihood(Likelihood):
             n_stages: ``(*batch, m)`` ranked stages (1 for a pair or choice, 0 for a tie).
             valid: ``(*batch, m, Q)`` bool mask of real options (padding observations have none).
             kinds: The kinds present (saves a device synchronisation per call), or ``None``.
+            level: ``(*batch, m)`` levels of graded comparisons and ratings (needed when the
+                data hold them), or ``None``.
 
         Returns:
             ``(log_p, grad, neg_hess)`` of shapes ``(*batch, m)``, ``(*batch, m, Q-1)`` and
@@ -319,6 +348,8 @@ class PairwiseLikelihood(Likelihood):
         for k, method in (
             (ObservationKind.PAIR, self.derivatives),
             (ObservationKind.TIE, self.tie_derivatives),
+            (ObservationKind.GRADED, lambda x: self.graded_derivatives(x, level)),
+            (ObservationKind.RATING, lambda x: self.rating_derivatives(x, level)),
         ):
             if int(k) not in kinds:
                 continue
@@ -336,6 +367,55 @@ class PairwiseLikelihood(Likelihood):
             grad = torch.where(mask.unsqueeze(-1), g, grad)
             neg_hess = torch.where(mask[..., None, None], h, neg_hess)
         return log_p, grad, neg_hess
+
+    def row_derivatives(
+        self,
+        x: Tensor,
+        kind: Tensor,
+        level: Tensor,
+        kinds: Iterable[int],
+        scale: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        r"""Log-probabilities and derivatives of answers that are functions of one row each.
+
+        Row ``k`` holds :math:`x_k`: the difference winner minus loser of a pair, first minus
+        second option of a tie or a graded comparison, the utility of a rated design
+        (:data:`SCALAR_KINDS`).
+
+        Args:
+            x: Row values, any shape.
+            kind: :class:`ObservationKind` values shaped like ``x`` (padding rows may hold any
+                of ``kinds``; the caller masks them).
+            level: Levels shaped like ``x`` (read for graded comparisons and ratings only).
+            kinds: The kinds present.
+            scale: The pair scale to evaluate the link at in place of :attr:`scale` (a rating
+                takes :math:`\sqrt{\text{scale}^2 - s^2/2}`, so that the expectation-propagation
+                use, ``scale`` :math:`= \sqrt{s^2 + v}`, gives ratings
+                :math:`\sqrt{s^2/2 + v}`), or ``None``.
+
+        Returns:
+            ``(log_p, grad, neg_hess)`` shaped like ``x``.
+        """
+        kinds = {int(k) for k in kinds}
+        self.check_kinds(kinds)
+        rating_scale = None
+        if scale is not None and int(ObservationKind.RATING) in kinds:
+            rating_scale = torch.sqrt(scale * scale - self.scale**2 / 2.0)
+        methods = {
+            ObservationKind.PAIR: lambda: self.derivatives(x, scale),
+            ObservationKind.TIE: lambda: self.tie_derivatives(x, scale),
+            ObservationKind.GRADED: lambda: self.graded_derivatives(x, level, scale),
+            ObservationKind.RATING: lambda: self.rating_derivatives(x, level, rating_scale),
+        }
+        out = None
+        for k in sorted(kinds):
+            terms = methods[ObservationKind(k)]()
+            if out is None:
+                out = terms
+                continue
+            mask = kind == k
+            out = tuple(torch.where(mask, t, o) for t, o in zip(terms, out, strict=True))
+        return out
 
     @property
     def scale(self) -> float:

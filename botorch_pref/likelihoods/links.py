@@ -113,6 +113,9 @@ class PairwiseProbit(PairwiseLikelihood):
         tie_threshold_prior: Prior on :math:`\theta`; default ``Gamma(2, 2)`` (mode 0.5, mean
             1); ``False`` or ``None`` for no prior.
         tie_threshold_constraint: Constraint on :math:`\theta`; default ``Positive()``.
+        graded_levels: Levels of graded comparisons, or ``None`` to take them from the data
+            (:mod:`~botorch_pref.likelihoods.ordinal`).
+        rating_levels: Levels of ratings, or ``None`` to take them from the data.
     """
 
     def __init__(
@@ -121,9 +124,17 @@ class PairwiseProbit(PairwiseLikelihood):
         tie_threshold: float | None = None,
         tie_threshold_prior: Prior | bool | None = True,
         tie_threshold_constraint: Interval | None = None,
+        graded_levels: int | None = None,
+        rating_levels: int | None = None,
     ) -> None:
         noise_std = positive_float(noise_std, "noise_std")
-        super().__init__(tie_threshold, tie_threshold_prior, tie_threshold_constraint)
+        super().__init__(
+            tie_threshold,
+            tie_threshold_prior,
+            tie_threshold_constraint,
+            graded_levels,
+            rating_levels,
+        )
         self._noise_std = noise_std
 
     @property
@@ -173,6 +184,31 @@ class PairwiseProbit(PairwiseLikelihood):
     def _log_interval(self, a: Tensor, b: Tensor) -> Tensor:
         log_a = torch.special.log_ndtr(a)
         return log_a + _log1mexp(torch.special.log_ndtr(b) - log_a)
+
+    def _link_terms(self, z: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        lam, z_plus_lam = probit_hazard(z)
+        return torch.special.log_ndtr(z), lam, lam * z_plus_lam
+
+    def _interval_terms(self, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        r"""As the generic form, with :meth:`tie_derivatives`' ratio form in the far tail.
+
+        With :math:`\lambda_a = \lambda(a)`, :math:`\lambda_b = \lambda(b)`,
+        :math:`r = \Phi(b)/\Phi(a) = (\lambda_a/\lambda_b)\,e^{(a-b)(a+b)/2}` and
+        :math:`u = 1/(1-r)`: :math:`r_a - r_b = \lambda_b + u(\lambda_a - \lambda_b)` and the
+        curvature :math:`u(\lambda_a(a+\lambda_a) - r\lambda_b(b+\lambda_b)) +
+        u^2 r (\lambda_a - \lambda_b)^2`, where :math:`a < -100` (float64; -10 otherwise).
+        """
+        log_d, dr, curv = super()._interval_terms(a, b)
+        lam_a, zl_a = probit_hazard(a)
+        lam_b, zl_b = probit_hazard(b)
+        log_r = torch.log(lam_a / lam_b) + 0.5 * (a - b) * (a + b)
+        r = torch.exp(log_r)
+        u = -1.0 / torch.expm1(log_r)
+        lam_diff = (zl_a - zl_b) - (a - b)  # lambda_a - lambda_b without cancelling
+        tail_dr = lam_b + u * lam_diff
+        tail_curv = u * (lam_a * zl_a - r * lam_b * zl_b) + u * u * r * lam_diff**2
+        far = a < -_TIE_TAIL_THRESHOLD.get(a.dtype, 10.0)
+        return log_d, torch.where(far, tail_dr, dr), torch.where(far, tail_curv.clamp_min(0), curv)
 
     def tie_derivatives(
         self, delta: Tensor, scale: Tensor | None = None
@@ -260,6 +296,9 @@ class PairwiseLogit(PairwiseLikelihood):
         tie_threshold: Initial :math:`\theta > 0`, or ``None`` (default) for no ties.
         tie_threshold_prior: Prior on :math:`\theta`; default ``Gamma(2, 2)``; ``False`` for none.
         tie_threshold_constraint: Constraint on :math:`\theta`; default ``Positive()``.
+        graded_levels: Levels of graded comparisons, or ``None`` to take them from the data
+            (:mod:`~botorch_pref.likelihoods.ordinal`).
+        rating_levels: Levels of ratings, or ``None`` to take them from the data.
     """
 
     def __init__(
@@ -268,9 +307,17 @@ class PairwiseLogit(PairwiseLikelihood):
         tie_threshold: float | None = None,
         tie_threshold_prior: Prior | bool | None = True,
         tie_threshold_constraint: Interval | None = None,
+        graded_levels: int | None = None,
+        rating_levels: int | None = None,
     ) -> None:
         scale = positive_float(scale, "scale")
-        super().__init__(tie_threshold, tie_threshold_prior, tie_threshold_constraint)
+        super().__init__(
+            tie_threshold,
+            tie_threshold_prior,
+            tie_threshold_constraint,
+            graded_levels,
+            rating_levels,
+        )
         self._scale = scale
 
     @property
@@ -323,6 +370,10 @@ class PairwiseLogit(PairwiseLikelihood):
 
     def _pdf_score(self, x: Tensor) -> Tensor:
         return -torch.tanh(0.5 * x)
+
+    def _link_terms(self, z: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        p_lose = torch.sigmoid(-z)
+        return torch.nn.functional.logsigmoid(z), p_lose, torch.sigmoid(z) * p_lose
 
     def _log_interval(self, a: Tensor, b: Tensor) -> Tensor:
         # sigmoid(a) - sigmoid(b) = sigmoid(a) sigmoid(-b) (1 - exp(b - a)), exact for a > b

@@ -18,9 +18,9 @@ from torch import Tensor
 
 from botorch_pref.checks import whole_number
 from botorch_pref.data.preferences import PreferenceData, PreferenceDataError, as_index_tensor
-from botorch_pref.inference.blocks import BlockEngine
 from botorch_pref.inference.engine import LaplaceEngine
 from botorch_pref.inference.pairs import PairEngine
+from botorch_pref.inference.select import engine_for_data
 from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit
 
 __all__ = [
@@ -297,8 +297,7 @@ def build_engine(
     """
     n = datapoints.shape[-2]
     if isinstance(comparisons, PreferenceData):
-        flat = comparisons.reshape(-1)
-        return BlockEngine.from_options(likelihood, flat.options, flat.kind, flat.n_stages, n)
+        return engine_for_data(likelihood, comparisons.reshape(-1), n, datapoints.dtype)
     flat = comparisons.reshape(-1, *comparisons.shape[-2:])
     return PairEngine.from_comparisons(likelihood, flat, n, dtype=datapoints.dtype)
 
