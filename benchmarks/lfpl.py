@@ -49,8 +49,8 @@ from botorch_pref.lfpl import (
     leave_one_out,
     sample_lfpl,
 )
+from botorch_pref.lfpl.openmp import default_lfpl_threads
 from botorch_pref.lfpl.recommender import DEFAULTS
-from botorch_pref.lfpl.runtime import default_lfpl_threads
 
 # The levers A/B'd against the defaults (the first entry); each changes one setting.
 VARIANTS: dict[str, dict[str, object]] = {
@@ -388,7 +388,7 @@ def _scale_worker(rank: int, world: int, port: int, config: dict, queue) -> None
     import torch.distributed as dist
 
     from botorch_pref.lfpl.distributed import fit_data_parallel
-    from botorch_pref.lfpl.synthetic import power_law_interactions
+    from botorch_pref.lfpl.simulation import power_law_interactions
 
     torch.set_num_threads(1)
     dist.init_process_group(

@@ -22,13 +22,13 @@ __all__ = ["COMMANDS", "DefaultsHelpFormatter", "build_parser", "main"]
 COMMANDS = (
     (
         "lfpl",
-        "botorch_pref.lfpl.cli",
+        "botorch_pref.lfpl.lfpl_command",
         "latent-feature Plackett-Luce models",
         "Latent-feature Plackett-Luce (LFPL) models for rankings of dyads.",
     ),
     (
         "session",
-        "botorch_pref.sessions.cli",
+        "botorch_pref.sessions.session_command",
         "run preference sessions with people (stored in SQLite)",
         "Create, run, inspect and export preferential-BO sessions with people. "
         "Every answer is saved before the next query is generated.",
@@ -42,7 +42,7 @@ COMMANDS = (
     ),
     (
         "serve",
-        "botorch_pref.web.cli",
+        "botorch_pref.web.serve_command",
         "answer sessions in a browser (needs the [web] extra)",
         "Serve the sessions of a database as web pages: one answer link per "
         "session, an admin page to create sessions, see results and export.",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -13,3 +15,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def quiet_warnings():
+    """Silence every warning for the test (a module opts in with ``pytestmark``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import sqlite3
 
@@ -80,6 +81,46 @@ def snapshot(path) -> tuple:
     )
     con.close()
     return out
+
+
+def assert_hyperparameters_close(batch, i: int, single, atol: float) -> None:
+    """Member ``i`` of a batched model has the log lengthscales and log outputscale of
+    ``single`` (a scaled kernel), to ``atol``."""
+    torch.testing.assert_close(
+        batch.covar_module.base_kernel.lengthscale[i].log(),
+        single.covar_module.base_kernel.lengthscale.reshape(1, -1).log(),
+        rtol=0,
+        atol=atol,
+    )
+    torch.testing.assert_close(
+        batch.covar_module.outputscale[i].log(),
+        single.covar_module.outputscale.log(),
+        rtol=0,
+        atol=atol,
+    )
+
+
+def monte_carlo_evidence(model, log_likelihood, X: torch.Tensor) -> float:
+    """log Z = log E_prior[p(data | f)] of ``model`` at the designs ``X``, by Monte Carlo from
+    the prior (8 million seeded draws, in four rounds).
+
+    Args:
+        model: A ``PairwiseLaplaceGP`` with data about the designs ``X`` only.
+        log_likelihood: ``(f, model) -> log p(data | f)`` for draws ``f`` (``N x n``), written
+            independently of the library.
+        X: The ``n x d`` designs.
+    """
+    n = X.shape[0]
+    K = model.covar_module(X).to_dense().detach() + 1e-9 * torch.eye(n, dtype=X.dtype)
+    L = torch.linalg.cholesky(K)
+    g = torch.Generator().manual_seed(1)
+    log_p = torch.cat(
+        [
+            log_likelihood((L @ torch.randn(n, 2_000_000, generator=g, dtype=X.dtype)).T, model)
+            for _ in range(4)
+        ]
+    )
+    return (torch.logsumexp(log_p, 0) - math.log(log_p.numel())).item()
 
 
 def approximation_errors(model_of, log_likelihood, X: torch.Tensor) -> dict:

@@ -8,8 +8,6 @@ over the outcome model, the experimentation stage qLogNEI with ``LearnedObjectiv
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
@@ -52,11 +50,8 @@ INPUTS = ["x1", "x2", "x3"]
 FAST_GEN = {"optimizer_kwargs": {"num_restarts": 2, "raw_samples": 64, "options": {"maxiter": 30}}}
 
 
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+# Ax and BoTorch warn about their own internals on every fit; the tests check behaviour.
+pytestmark = pytest.mark.usefixtures("quiet_warnings")
 
 
 def utility(y: dict[str, float]) -> float:

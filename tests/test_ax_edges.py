@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 
 import pytest
 
@@ -21,12 +20,8 @@ from botorch_pref.integrations.ax import (  # noqa: E402
     preference_surrogate_spec,
 )
 
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+# Ax and BoTorch warn about their own internals on every fit; the tests check behaviour.
+pytestmark = pytest.mark.usefixtures("quiet_warnings")
 
 
 def _experiment(n_pairs: int = 2) -> Experiment:

@@ -4,8 +4,6 @@ and qLogNEI work as with Ax's own PairwiseGP adapter."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
@@ -30,12 +28,8 @@ from botorch_pref.integrations.ax import (  # noqa: E402
 
 from .test_ax import FAST_GEN, OUTCOMES, pe_experiment  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+# Ax and BoTorch warn about their own internals on every fit; the tests check behaviour.
+pytestmark = pytest.mark.usefixtures("quiet_warnings")
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,8 @@ from botorch.fit import fit_gpytorch_mll
 from botorch_pref import LaplaceEvidence, PairwiseLaplaceGP
 from botorch_pref.models.pairwise import PreferenceDataError, default_covar_module
 
+from .helpers import assert_hyperparameters_close
+
 DT = torch.float64
 
 
@@ -104,18 +106,7 @@ def test_batched_fit_matches_separate_fits():
     for i, (Xi, Ci) in enumerate(datasets):
         single = PairwiseLaplaceGP(Xi, Ci, covar_module=_kernel(None, start[:1]))
         fit_gpytorch_mll(LaplaceEvidence(single.likelihood, single))
-        torch.testing.assert_close(
-            batch.covar_module.base_kernel.lengthscale[i].log(),
-            single.covar_module.base_kernel.lengthscale.reshape(1, -1).log(),
-            rtol=0,
-            atol=0.05,
-        )
-        torch.testing.assert_close(
-            batch.covar_module.outputscale[i].log(),
-            single.covar_module.outputscale.log(),
-            rtol=0,
-            atol=0.05,
-        )
+        assert_hyperparameters_close(batch, i, single, atol=0.05)
 
 
 def test_padding_rows_validated():

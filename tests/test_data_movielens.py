@@ -70,27 +70,30 @@ def test_inter_with_string_tokens_and_extra_columns(tmp_path):
     assert data.timestamps is None and torch.isnan(data.ratings).all()
 
 
-def test_missing_and_malformed_files(tmp_path):
+def test_missing_files(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
         load_movielens(tmp_path / "nope.dat")
     with pytest.raises(FileNotFoundError, match="holds none of"):
         load_movielens(tmp_path)
-    bad = tmp_path / "ratings.csv"
-    bad.write_text("user,movie\n1,2\n")
-    with pytest.raises(ValueError, match="needs userId and movieId"):
-        load_movielens(bad)
-    ragged = tmp_path / "u.data"
-    ragged.write_text("1\t2\t3\t4\n5\t6\n")
-    with pytest.raises(ValueError, match="malformed"):
-        load_movielens(ragged)
-    empty = tmp_path / "empty.inter"
-    empty.write_text("")
-    with pytest.raises(ValueError, match="empty"):
-        load_movielens(empty)
-    odd = tmp_path / "notes.txt"
-    odd.write_text("hello world\n")
-    with pytest.raises(ValueError, match="unknown ratings format"):
-        load_movielens(odd)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("ratings.csv", "user,movie\n1,2\n", "needs userId and movieId"),
+        ("u.data", "1\t2\t3\t4\n5\t6\n", "malformed"),
+        ("empty.inter", "", "empty"),
+        ("notes.txt", "hello world\n", "unknown ratings format"),
+    ],
+)
+def test_malformed_files(tmp_path, name, text, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load_movielens(path)
+
+
+def test_no_interaction_above_the_threshold(tmp_path):
     write(tmp_path, "ratings.dat")
     with pytest.raises(ValueError, match="no interaction is rated at least 9"):
         load_movielens(tmp_path / "ratings.dat", min_rating=9)

@@ -21,7 +21,7 @@ from botorch_pref.likelihoods import ObservationKind, PairwiseLogit, PairwisePro
 from botorch_pref.models.data import PreferenceInputError
 from botorch_pref.models.evidence import LaplaceEvidence
 
-from .helpers import approximation_errors, random_comparisons
+from .helpers import approximation_errors, monte_carlo_evidence, random_comparisons
 
 DT = torch.float64
 X5 = torch.linspace(0, 1, 5, dtype=DT).unsqueeze(-1)
@@ -67,16 +67,7 @@ def test_ep_with_ties_is_closer_to_the_exact_posterior_than_laplace(noise, outpu
 
 def test_ep_with_ties_evidence_matches_monte_carlo():
     model = _model("ep", 1.0, 4.0)
-    K = model.covar_module(X5).to_dense().detach() + 1e-9 * torch.eye(5, dtype=DT)
-    L = torch.linalg.cholesky(K)
-    g = torch.Generator().manual_seed(1)
-    log_p = torch.cat(
-        [
-            _log_likelihood((L @ torch.randn(5, 2_000_000, generator=g, dtype=DT)).T, model)
-            for _ in range(4)
-        ]
-    )
-    exact = (torch.logsumexp(log_p, 0) - math.log(log_p.numel())).item()
+    exact = monte_carlo_evidence(model, _log_likelihood, X5)
     laplace = _model("laplace", 1.0, 4.0).laplace_evidence().item()
     # the Monte Carlo estimate's standard error is 0.001
     assert model.laplace_evidence().item() == pytest.approx(exact, abs=0.004)

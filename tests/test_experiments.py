@@ -17,7 +17,7 @@ from botorch_pref.models.pairwise import make_covar_module
 from botorch_pref.optim import fit_evidence_batched, minimize_batched, optimize_acqf_batched
 from botorch_pref.test_functions import get_utility
 
-from .helpers import optimizer_run
+from .helpers import assert_hyperparameters_close, optimizer_run
 
 DT = torch.float64
 
@@ -122,18 +122,7 @@ def test_fit_evidence_batched_matches_separate_fits():
     for i, (Xi, Ci) in enumerate(datasets):
         single = PairwiseLaplaceGP(Xi, Ci, covar_module=make_covar_module(2))
         fit_gpytorch_mll(LaplaceEvidence(single.likelihood, single))
-        torch.testing.assert_close(
-            batch.covar_module.base_kernel.lengthscale[i].log(),
-            single.covar_module.base_kernel.lengthscale.log(),
-            atol=0.02,
-            rtol=0,
-        )
-        torch.testing.assert_close(
-            batch.covar_module.outputscale[i].log(),
-            single.covar_module.outputscale.log(),
-            atol=0.02,
-            rtol=0,
-        )
+        assert_hyperparameters_close(batch, i, single, atol=0.02)
 
 
 def test_fit_evidence_batched_needs_batched_hyperparameters():

@@ -117,6 +117,33 @@ def test_no_function_is_too_long():
     assert not stale, f"no longer too long: {sorted(stale)}"
 
 
+def test_no_two_modules_share_a_name():
+    """A module's name says what it holds, so two modules never share one (``__init__``
+    aside)."""
+    where: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "__init__.py":
+            where.setdefault(path.name, []).append(path.relative_to(PACKAGE).as_posix())
+    assert {name: places for name, places in where.items() if len(places) > 1} == {}
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """What several modules use is public where it is defined (dunders such as
+    ``__version__`` aside)."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (
+                node.level or (node.module or "").startswith("botorch_pref")
+            ):
+                found += [
+                    f"{path.relative_to(PACKAGE).as_posix()}: {alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                ]
+    assert found == []
+
+
 @pytest.fixture(scope="module")
 def imports() -> dict[str, set[str]]:
     modules = _modules()
@@ -173,4 +200,5 @@ def test_the_checks_find_what_they_look_for(imports):
     assert {"botorch_pref.loop", "botorch_pref.sessions.exchange"} <= imports[
         "botorch_pref.sessions.session"
     ]
-    assert "botorch_pref.web.demo" in imports["botorch_pref.web.cli"]  # inside a function
+    serve_imports = imports["botorch_pref.web.serve_command"]
+    assert "botorch_pref.web.colour_demo" in serve_imports  # inside a function

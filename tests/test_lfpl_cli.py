@@ -7,6 +7,18 @@ import torch
 from botorch_pref.cli import main
 
 
+def _ratings_file(tmp_path):
+    """A MovieLens ``u.data`` file: 30 users, 6 of 40 items each, rating 4, increasing times."""
+    gen = torch.Generator().manual_seed(0)
+    lines = []
+    for user in range(30):
+        for item in torch.randperm(40, generator=gen)[:6].tolist():
+            lines.append(f"{user + 1}\t{item + 1}\t4\t{880000000 + len(lines)}")
+    path = tmp_path / "u.data"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def test_synthetic_command(capsys):
     code = main(
         [
@@ -21,13 +33,7 @@ def test_synthetic_command(capsys):
 
 
 def test_implicit_command(tmp_path, capsys):
-    gen = torch.Generator().manual_seed(0)
-    lines = []
-    for user in range(30):
-        for item in torch.randperm(40, generator=gen)[:6].tolist():
-            lines.append(f"{user + 1}\t{item + 1}\t4\t{880000000 + len(lines)}")
-    path = tmp_path / "u.data"
-    path.write_text("\n".join(lines) + "\n")
+    path = _ratings_file(tmp_path)
     code = main(
         ["lfpl", "implicit", "--data", str(path), "--dim", "4", "--epochs", "3",
          "--batch-size", "64", "--holdout", "latest"]
@@ -51,17 +57,6 @@ def test_errors_are_reported_cleanly(tmp_path, capsys):
         code = main(["lfpl", "synthetic", "--device", "cuda"])
         assert code == 2
         assert "CUDA is not available" in capsys.readouterr().err
-
-
-def _ratings_file(tmp_path):
-    gen = torch.Generator().manual_seed(0)
-    lines = []
-    for user in range(30):
-        for item in torch.randperm(40, generator=gen)[:6].tolist():
-            lines.append(f"{user + 1}\t{item + 1}\t4\t{880000000 + len(lines)}")
-    path = tmp_path / "u.data"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def test_train_recommend_evaluate(tmp_path, capsys):

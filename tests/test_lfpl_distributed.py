@@ -10,7 +10,7 @@ import torch.multiprocessing as mp
 
 from botorch_pref.lfpl import LFPL, evaluate, fit_implicit, leave_one_out
 from botorch_pref.lfpl.distributed import shard_by_user
-from botorch_pref.lfpl.synthetic import power_law_interactions
+from botorch_pref.lfpl.simulation import power_law_interactions
 
 SETTINGS = {"epochs": 25, "n_negatives": 3, "lr": 0.1, "reg": 0.01}
 

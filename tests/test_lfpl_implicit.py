@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from botorch_pref.lfpl import implicit
+from botorch_pref.lfpl.factor_model import LFPL
 from botorch_pref.lfpl.implicit import (
     ImplicitFeedback,
     LeaveOneOutSplit,
@@ -20,7 +21,6 @@ from botorch_pref.lfpl.implicit import (
     leave_one_out,
 )
 from botorch_pref.lfpl.metrics import heldout_item_metrics, kendall_tau
-from botorch_pref.lfpl.model import LFPL
 
 
 @st.composite

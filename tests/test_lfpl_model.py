@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from botorch_pref.lfpl.model import LFPL
+from botorch_pref.lfpl.dyads import DyadRankings
+from botorch_pref.lfpl.factor_model import LFPL
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
-from botorch_pref.lfpl.rankings import DyadRankings
 
 
 def test_score_is_inner_product_and_rank_sorts():

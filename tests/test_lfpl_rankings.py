@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from botorch_pref.lfpl.rankings import DyadRankings
+from botorch_pref.lfpl.dyads import DyadRankings
 
 
 def make() -> DyadRankings:

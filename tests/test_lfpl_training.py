@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from botorch_pref.lfpl.model import LFPL
-from botorch_pref.lfpl.rankings import DyadRankings
-from botorch_pref.lfpl.synthetic import cross_validate_lfpl, heldout_tau, sample_lfpl
+from botorch_pref.lfpl.dyads import DyadRankings
+from botorch_pref.lfpl.factor_model import LFPL
+from botorch_pref.lfpl.simulation import cross_validate_lfpl, heldout_tau, sample_lfpl
 from botorch_pref.lfpl.training import (
     fit_lfpl,
     inverse_occurrence_weights,

@@ -19,7 +19,12 @@ import pytest
 
 from botorch_pref.cli import main
 from botorch_pref.sessions import SCHEMA_VERSION, Session
-from botorch_pref.sessions.cli import Command, format_options, load_renderer, parse_command
+from botorch_pref.sessions.session_command import (
+    Command,
+    format_options,
+    load_renderer,
+    parse_command,
+)
 
 
 def run_cli(capsys, monkeypatch, *args: str, stdin: str | None = None) -> tuple[int, str, str]:

@@ -131,7 +131,7 @@ def test_the_printed_commands_work_for_names_and_paths_with_spaces(tmp_path, cap
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("botorch_pref.sessions.cli.run_loop", interrupt)
+    monkeypatch.setattr("botorch_pref.sessions.session_command.run_loop", interrupt)
     status, out, _ = _run(capsys, monkeypatch, "session", "run", db, "participant 7")
     assert status == 130
     assert _hint(out, "resume with: botorch-pref ") == ["session", "run", str(db), "participant 7"]

@@ -494,7 +494,7 @@ def test_the_page_waits_for_the_next_query(tmp_path):
 
 
 def test_the_finished_page_shows_the_final_recommendation_only_when_asked_to(tmp_path):
-    from botorch_pref.sessions.links import TokenStore
+    from botorch_pref.sessions.answer_links import TokenStore
 
     path = tmp_path / "a.db"
     quick_session(path, "shown", budget=2)

@@ -62,7 +62,7 @@ class _NoWorkers:
 @pytest.fixture
 def no_workers(monkeypatch) -> None:
     """Applications built meanwhile start no worker process."""
-    monkeypatch.setattr("botorch_pref.web.state.Preparer", _NoWorkers)
+    monkeypatch.setattr("botorch_pref.web.server_state.Preparer", _NoWorkers)
 
 
 @pytest.fixture
@@ -142,7 +142,7 @@ def test_the_printed_links_work_on_any_loopback_address(
     """``serve --host ::1`` (or 127.0.0.2) accepts the Host header of the links it prints."""
     import uvicorn
 
-    from botorch_pref.web.cli import cmd_serve
+    from botorch_pref.web.serve_command import cmd_serve
 
     quick_session(tmp_path / "a.db", "s")
     served = {}

@@ -19,7 +19,7 @@ if os.environ.get("CI") != "true":
 import httpx
 
 from botorch_pref.sessions import Session
-from botorch_pref.sessions.links import TokenStore
+from botorch_pref.sessions.answer_links import TokenStore
 from botorch_pref.web import colour, plots
 from botorch_pref.web.admin import parse_parameters
 from botorch_pref.web.held import recommendation
@@ -367,7 +367,7 @@ def test_worker_queries_are_the_sessions_own(tmp_path):
 
 
 def test_loopback_hosts():
-    from botorch_pref.web.cli import _is_loopback
+    from botorch_pref.web.serve_command import _is_loopback
 
     assert _is_loopback("127.0.0.1") and _is_loopback("localhost") and _is_loopback("::1")
     assert not _is_loopback("0.0.0.0") and not _is_loopback("192.0.2.1")

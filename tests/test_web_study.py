@@ -10,14 +10,16 @@ import os
 import socket
 import sqlite3
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from botorch_pref.cli import main
 from botorch_pref.sessions import Session, SessionError
+from botorch_pref.sessions.answer_links import TokenStore, key_path
 from botorch_pref.sessions.export import csv_text, csv_untext, export_study
-from botorch_pref.sessions.links import TokenStore, key_path
 from botorch_pref.sessions.settings import check_name
 from botorch_pref.web.app import WebConfig, create_app
 from tests.test_web_forms import BEARER, TestClient, _create_form, _names, _NoWorkers
@@ -26,7 +28,7 @@ from tests.test_web_helpers import ADMIN, links, nonces, query_id, quick_session
 
 @pytest.fixture(autouse=True)
 def _no_workers(monkeypatch):
-    monkeypatch.setattr("botorch_pref.web.state.Preparer", _NoWorkers)
+    monkeypatch.setattr("botorch_pref.web.server_state.Preparer", _NoWorkers)
 
 
 def _app(path: Path, token: str | None = ADMIN):
@@ -52,6 +54,20 @@ def _admin_token(client: TestClient, name: str) -> str:
     page = client.get("/admin").text
     row = next(r for r in page.split("<tr>") if f"<bdi>{name}</bdi></td>" in r)
     return links(row)[0]
+
+
+@contextmanager
+def _answer_link(path: Path) -> Iterator[tuple[TestClient, str, int]]:
+    """A server of a new session ``ann`` with a pending query: an admin's client, ann's answer
+    link's token and the pending query's id."""
+    quick_session(path, "ann")
+    qid = _pending(path, "ann")
+    app = _app(path)
+    try:
+        client = TestClient(app, headers=BEARER, follow_redirects=False)
+        yield client, _admin_token(client, "ann"), qid
+    finally:
+        app.state.web.close()
 
 
 def test_a_page_open_across_a_restart_answers_and_lands_on_the_next_question(tmp_path):
@@ -82,12 +98,7 @@ def test_a_page_open_across_a_restart_answers_and_lands_on_the_next_question(tmp
 
 def test_a_form_the_server_cannot_check_gets_the_current_question_not_a_dead_end(tmp_path):
     path = tmp_path / "a.db"
-    quick_session(path, "ann")
-    qid = _pending(path, "ann")
-    app = _app(path)
-    try:
-        client = TestClient(app, headers=BEARER, follow_redirects=False)
-        token = _admin_token(client, "ann")
+    with _answer_link(path) as (client, token, qid):
         before = _dump(path)
         form = {"nonce": "1.from-another-key.xyz", "query_id": str(qid), "choice": "0"}
         r = client.post(f"/a/{token}/answer", data=form)
@@ -98,8 +109,6 @@ def test_a_form_the_server_cannot_check_gets_the_current_question_not_a_dead_end
         r = client.post(f"/a/{token}/answer", data={**form, "nonce": nonces(r.text)[0]})
         assert r.status_code == 303 and _answers(path, "ann") == 1
         assert before != _dump(path)
-    finally:
-        app.state.web.close()
 
 
 def test_the_admin_token_outlives_a_restart(tmp_path):
@@ -169,12 +178,7 @@ def test_clear_tokens_of_an_older_version_are_migrated_to_hashes(tmp_path):
 
 def test_a_revoked_or_replaced_link_gets_403_and_writes_nothing(tmp_path):
     path = tmp_path / "a.db"
-    quick_session(path, "ann")
-    qid = _pending(path, "ann")
-    app = _app(path)
-    try:
-        admin = TestClient(app, headers=BEARER, follow_redirects=False)
-        token = _admin_token(admin, "ann")
+    with _answer_link(path) as (admin, token, qid):
         page = admin.get(f"/a/{token}").text
         nonce = nonces(admin.get("/admin").text)[0]
         assert admin.post("/admin/s/1/rotate", data={"nonce": nonce}).status_code == 303
@@ -192,8 +196,6 @@ def test_a_revoked_or_replaced_link_gets_403_and_writes_nothing(tmp_path):
         assert admin.get(f"/a/{new}").status_code == 403
         assert "revoked" in admin.get("/admin").text and not links(admin.get("/admin").text)
         assert admin.get("/a/never-issued").status_code == 404
-    finally:
-        app.state.web.close()
 
 
 def test_head_and_previews_change_nothing_a_browser_render_marks_the_show(tmp_path):
@@ -409,7 +411,7 @@ def test_serve_refuses_a_wrong_database_and_a_taken_port_before_any_link(tmp_pat
 def test_the_demo_removes_its_folder(monkeypatch, capsys):
     import uvicorn
 
-    from botorch_pref.web.cli import cmd_serve
+    from botorch_pref.web.serve_command import cmd_serve
 
     seen = {}
     monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets: seen.update(run=True))
@@ -453,7 +455,7 @@ def test_the_comparison_graph_keeps_ties_and_reads_in_plain_words(tmp_path):
 
 
 def test_the_page_settings_api_checks_before_writing(tmp_path):
-    from botorch_pref.sessions.links import link_session
+    from botorch_pref.sessions.answer_links import link_session
 
     path = tmp_path / "a.db"
     quick_session(path, "ann", {"r": (0, 1), "g": (0, 1), "b": (0, 1)})

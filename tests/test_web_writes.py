@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from botorch_pref.sessions import QueryNotPendingError, Session, SessionError
-from botorch_pref.web.state import WebConfig, WebState
+from botorch_pref.web.server_state import WebConfig, WebState
 from tests.test_web_helpers import ADMIN, quick_session, wait_until
 
 NAMES = [f"p{i}" for i in range(5)]

@@ -3,6 +3,7 @@ a one-step lookahead on the recommendation."""
 
 from botorch_pref.acquisition.champion import ChampionChallenger, champion, champion_index
 from botorch_pref.acquisition.eubo import LaplaceEUBO, LaplaceQEUBO, make_eubo, make_qeubo
+from botorch_pref.acquisition.gpytorch_settings import lean_kernels
 from botorch_pref.acquisition.improvement import expected_improvement, log_expected_improvement
 from botorch_pref.acquisition.local import LocalBox, local_box, near_boundary
 from botorch_pref.acquisition.lookahead import (
@@ -24,7 +25,6 @@ from botorch_pref.acquisition.moments import (
     supports_rbf_moments,
 )
 from botorch_pref.acquisition.sampling import MemberSobolSampler, member_sobol_normal
-from botorch_pref.acquisition.settings import lean_kernels
 
 __all__ = [
     "ChampionChallenger",

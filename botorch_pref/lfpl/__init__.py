@@ -2,24 +2,16 @@
 feedback: the likelihood, the model, its training (fused single-process and data-parallel),
 a recommender in original ids, evaluation metrics and synthetic data."""
 
-from botorch_pref.lfpl.implicit import (
-    EvaluationResult,
-    ImplicitFeedback,
-    ItemScorer,
-    LeaveOneOutSplit,
-    MostPopular,
-    Random,
-    evaluate,
-    fit_implicit,
-    leave_one_out,
-)
+from botorch_pref.lfpl.dyads import DyadRankings
+from botorch_pref.lfpl.evaluation import EvaluationResult, ItemScorer, MostPopular, Random, evaluate
+from botorch_pref.lfpl.factor_model import LFPL
+from botorch_pref.lfpl.feedback import ImplicitFeedback, LeaveOneOutSplit, leave_one_out
+from botorch_pref.lfpl.implicit import fit_implicit
 from botorch_pref.lfpl.metrics import heldout_item_metrics, kendall_tau
-from botorch_pref.lfpl.model import LFPL
+from botorch_pref.lfpl.openmp import lfpl_threads
 from botorch_pref.lfpl.plackett_luce import gumbel_rankings, plackett_luce_nll
-from botorch_pref.lfpl.rankings import DyadRankings
 from botorch_pref.lfpl.recommender import LFPLRecommender, Recommendations
-from botorch_pref.lfpl.runtime import lfpl_threads
-from botorch_pref.lfpl.synthetic import (
+from botorch_pref.lfpl.simulation import (
     CVResult,
     cross_validate_lfpl,
     heldout_tau,

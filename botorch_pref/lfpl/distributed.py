@@ -28,8 +28,8 @@ import torch
 import torch.distributed as dist
 
 from botorch_pref.lfpl.collectives import GroupSync
+from botorch_pref.lfpl.factor_model import LFPL
 from botorch_pref.lfpl.implicit import ImplicitFeedback, fit_implicit
-from botorch_pref.lfpl.model import LFPL
 from botorch_pref.lfpl.training import FitResult
 
 __all__ = ["GroupSync", "fit_data_parallel", "init_from_env", "shard_by_user"]

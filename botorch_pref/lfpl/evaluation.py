@@ -13,9 +13,9 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from botorch_pref.lfpl.dyads import check_int
 from botorch_pref.lfpl.feedback import ImplicitFeedback, LeaveOneOutSplit
 from botorch_pref.lfpl.metrics import heldout_item_metrics
-from botorch_pref.lfpl.training import _check_int
 
 __all__ = ["EvaluationResult", "ItemScorer", "MostPopular", "Random", "evaluate"]
 
@@ -90,8 +90,8 @@ def evaluate(
     Returns:
         An :class:`EvaluationResult`.
     """
-    _check_int("k", k, 1)
-    _check_int("batch_size", batch_size, 1)
+    check_int("k", k, 1)
+    check_int("batch_size", batch_size, 1)
     if not isinstance(split, LeaveOneOutSplit):
         raise TypeError(f"split must be a LeaveOneOutSplit, got {type(split).__name__}.")
     if split.users.numel() == 0:

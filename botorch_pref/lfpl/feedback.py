@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from botorch_pref.lfpl.rankings import TensorRecords
-from botorch_pref.lfpl.training import _check_int
+from botorch_pref.lfpl.dyads import TensorRecords, check_int
 
 __all__ = ["ImplicitFeedback", "LeaveOneOutSplit", "leave_one_out"]
 
@@ -43,6 +42,21 @@ def _as_id_tensor(ids: object, name: str) -> Tensor:
             raise ValueError(f"{name} must be integers, got {bad}.")
         raise ValueError(f"{name} must be integers, got dtype {ids.dtype} (convert with .long()).")
     return ids
+
+
+def _checked_timestamps(timestamps: object, n: int, device: torch.device) -> Tensor:
+    """``timestamps`` as an ``(n,)`` tensor of real, finite numbers on ``device``, or raise."""
+    timestamps = torch.as_tensor(timestamps, device=device)
+    if timestamps.shape != (n,):
+        raise ValueError(f"timestamps must have shape ({n},), got {tuple(timestamps.shape)}.")
+    if timestamps.is_complex() or timestamps.dtype == torch.bool:
+        raise TypeError(f"timestamps must be real numbers, got dtype {timestamps.dtype}.")
+    if timestamps.is_floating_point():
+        bad = (~torch.isfinite(timestamps)).nonzero()
+        if bad.numel() > 0:
+            i = int(bad[0, 0])
+            raise ValueError(f"interaction {i}: timestamp {float(timestamps[i])} is not finite.")
+    return timestamps
 
 
 class ImplicitFeedback(TensorRecords):
@@ -80,7 +94,7 @@ class ImplicitFeedback(TensorRecords):
         users, items = pairs[:, 0], pairs[:, 1]
         for name, value in (("n_users", n_users), ("n_items", n_items)):
             if value is not None:
-                _check_int(name, value, 1)
+                check_int(name, value, 1)
         self.n_users = int(users.max()) + 1 if n_users is None else int(n_users)
         self.n_items = int(items.max()) + 1 if n_items is None else int(n_items)
         for name, ids, size in (("user", users, self.n_users), ("item", items, self.n_items)):
@@ -96,21 +110,7 @@ class ImplicitFeedback(TensorRecords):
         self.items = self.keys - self.users * self.n_items
         self.timestamps = None
         if timestamps is not None:
-            timestamps = torch.as_tensor(timestamps, device=pairs.device)
-            if timestamps.shape != users.shape:
-                raise ValueError(
-                    f"timestamps must have shape ({users.shape[0]},), got "
-                    f"{tuple(timestamps.shape)}."
-                )
-            if timestamps.is_complex() or timestamps.dtype == torch.bool:
-                raise TypeError(f"timestamps must be real numbers, got dtype {timestamps.dtype}.")
-            if timestamps.is_floating_point():
-                bad = (~torch.isfinite(timestamps)).nonzero()
-                if bad.numel() > 0:
-                    n = int(bad[0, 0])
-                    raise ValueError(
-                        f"interaction {n}: timestamp {float(timestamps[n])} is not finite."
-                    )
+            timestamps = _checked_timestamps(timestamps, len(users), pairs.device)
             lowest = (
                 -torch.inf if timestamps.is_floating_point() else torch.iinfo(timestamps.dtype).min
             )
@@ -312,7 +312,7 @@ class ImplicitFeedback(TensorRecords):
             TypeError: If ``batch_size`` is not an integer.
             ValueError: If ``batch_size`` is below 1, or a user has interacted with every item.
         """
-        _check_int("batch_size", batch_size, 1)
+        check_int("batch_size", batch_size, 1)
         batch_size = int(batch_size)
         order = torch.randperm(len(self), device=self.device, generator=generator)
         users, positives = self.users[order], self.items[order]
@@ -367,7 +367,7 @@ def leave_one_out(
         raise ValueError(f"by must be 'random' or 'latest', got {by!r}.")
     if by == "latest" and data.timestamps is None:
         raise ValueError("by='latest' needs interactions with timestamps.")
-    _check_int("min_interactions", min_interactions, 2)
+    check_int("min_interactions", min_interactions, 2)
     generator = torch.Generator().manual_seed(seed)
     noise = torch.rand(len(data), generator=generator, dtype=torch.float64).to(data.device)
     # Order by (user, key): the held-out one is the last of each user's group.

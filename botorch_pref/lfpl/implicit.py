@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from botorch_pref.lfpl.collectives import GroupSync
+from botorch_pref.lfpl.dyads import check_int
 from botorch_pref.lfpl.evaluation import (
     EvaluationResult,
     ItemScorer,
@@ -40,19 +41,18 @@ from botorch_pref.lfpl.evaluation import (
     Random,
     evaluate,
 )
+from botorch_pref.lfpl.factor_model import LFPL
 from botorch_pref.lfpl.feedback import ImplicitFeedback, LeaveOneOutSplit, leave_one_out
 from botorch_pref.lfpl.fused import RowAdagrad, choice_step, hardest_negatives
-from botorch_pref.lfpl.model import LFPL
+from botorch_pref.lfpl.openmp import lfpl_threads
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
-from botorch_pref.lfpl.runtime import lfpl_threads
 from botorch_pref.lfpl.training import (
+    EpochLoop,
     FitResult,
-    _check_common,
-    _check_int,
-    _check_number,
-    _EpochLoop,
-    _gather,
-    _train,
+    check_fit_settings,
+    check_number,
+    gather_rows,
+    train_epochs,
 )
 
 __all__ = [
@@ -145,7 +145,7 @@ def fit_implicit(
         seed: Seed of the shuffling and of the negatives.
         progress: Show a progress bar (only on a terminal).
         threads: CPU intra-op threads during the fit: ``"auto"`` (see
-            :mod:`botorch_pref.lfpl.runtime`), a number, or ``None`` for torch's setting.
+            :mod:`botorch_pref.lfpl.openmp`), a number, or ``None`` for torch's setting.
         prefetch: On the CPU, with ``optimizer="adagrad"``: draw the next epoch's batches on a
             second (Python) thread while an epoch trains. The batches, and so the fit, are the
             same as without it. It pays only where a core is free: on MovieLens-100K it took
@@ -161,7 +161,7 @@ def fit_implicit(
         log-likelihood per interaction before each step, without the penalty); the model's
         ``seen_rows``/``seen_cols`` mark the users and items of ``data``.
     """
-    _check_common(method, epochs, batch_size, lr, reg, patience)
+    check_fit_settings(method, epochs, batch_size, lr, reg, patience)
     _check_fit_options(n_negatives, negatives, candidates, lr_schedule, min_delta)
     _check_fit_inputs(model, data, validation, optimizer, negatives, process_group)
     n_candidates = n_negatives if negatives == "uniform" else candidates or 4 * n_negatives
@@ -188,14 +188,14 @@ def fit_implicit(
 def _check_fit_options(
     n_negatives: int, negatives: str, candidates: int | None, lr_schedule: str, min_delta: float
 ) -> None:
-    _check_int("n_negatives", n_negatives, 1)
+    check_int("n_negatives", n_negatives, 1)
     if negatives not in NEGATIVE_SAMPLERS:
         raise ValueError(f"negatives must be one of {NEGATIVE_SAMPLERS}, got {negatives!r}.")
     if candidates is not None:
-        _check_int("candidates", candidates, n_negatives)
+        check_int("candidates", candidates, n_negatives)
     if lr_schedule not in LR_SCHEDULES:
         raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {lr_schedule!r}.")
-    _check_number("min_delta", min_delta, positive=False)
+    check_number("min_delta", min_delta, positive=False)
 
 
 def _check_fit_inputs(
@@ -338,7 +338,7 @@ def _fit_fused(
     opt_u, opt_v = RowAdagrad(model.U.data), RowAdagrad(model.V.data)
     reduce_v = sync.sum_ if sync is not None else None
     show = s.progress and sys.stderr.isatty() and (sync is None or sync.rank == 0)
-    loop = _EpochLoop(model, s.epochs, val_loss, s.patience, s.min_delta, "fit_implicit", show)
+    loop = EpochLoop(model, s.epochs, val_loss, s.patience, s.min_delta, "fit_implicit", show)
     alternating = s.method == "alternating"
     draws = _epochs_of_batches(
         lambda: _epoch_batches(data, s.n_candidates, generator, n_steps), s.epochs, s.prefetch
@@ -395,8 +395,8 @@ def _fit_autograd(
     def batch_loss(U: Tensor, V: Tensor, batch: tuple[Tensor, Tensor]) -> Tensor:
         users, items = batch
         positives, negatives = items[:, 0], items[:, 1:]
-        u = _gather(U, users, s.sparse)
-        v_pos, v_neg = _gather(V, positives, s.sparse), _gather(V, negatives, s.sparse)
+        u = gather_rows(U, users, s.sparse)
+        v_pos, v_neg = gather_rows(V, positives, s.sparse), gather_rows(V, negatives, s.sparse)
         scores = torch.cat(
             [(u * v_pos).sum(-1, keepdim=True), torch.bmm(v_neg, u.unsqueeze(-1)).squeeze(-1)],
             dim=-1,
@@ -405,7 +405,7 @@ def _fit_autograd(
         penalty = u.square().sum() + v_pos.square().sum() + v_neg.square().sum()
         return (nll + 0.5 * s.reg * penalty) / users.shape[0]
 
-    return _train(
+    return train_epochs(
         model,
         batches,
         batch_loss,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from botorch_pref.lfpl.rankings import holds_integers
+from botorch_pref.lfpl.dyads import holds_integers
 
 __all__ = ["heldout_item_metrics", "kendall_tau"]
 

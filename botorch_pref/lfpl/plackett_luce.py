@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from botorch_pref.lfpl.rankings import holds_integers
+from botorch_pref.lfpl.dyads import holds_integers
 from botorch_pref.likelihoods import plackett_luce_stages
 
 __all__ = ["gumbel_rankings", "plackett_luce_nll"]

@@ -1,6 +1,6 @@
 r"""LFPL/IF as a recommender in the original user and item ids: fit, score, recommend, save, load.
 
-:class:`LFPLRecommender` wraps an :class:`~botorch_pref.lfpl.model.LFPL` model fitted with
+:class:`LFPLRecommender` wraps an :class:`~botorch_pref.lfpl.factor_model.LFPL` model fitted with
 :func:`~botorch_pref.lfpl.implicit.fit_implicit`, the maps between original ids and the model's
 contiguous indices, the training interactions (to leave a user's seen items out of the
 recommendations) and the settings. The score of item :math:`j` for user :math:`u` is the
@@ -27,14 +27,15 @@ import torch
 from torch import Tensor
 
 from botorch_pref.data.movielens import Interactions
+from botorch_pref.lfpl.dyads import check_int
+from botorch_pref.lfpl.factor_model import LFPL
 from botorch_pref.lfpl.implicit import (
     LR_SCHEDULES,
     NEGATIVE_SAMPLERS,
     ImplicitFeedback,
     fit_implicit,
 )
-from botorch_pref.lfpl.model import LFPL
-from botorch_pref.lfpl.training import METHODS, FitResult, _check_int, _check_number
+from botorch_pref.lfpl.training import METHODS, FitResult, check_number
 
 __all__ = ["FORMAT", "LFPLRecommender", "Recommendations"]
 
@@ -121,7 +122,7 @@ class LFPLRecommender:
             seed: Seed of the initial factors, the shuffling and the negatives.
             device: Training and scoring device.
             dtype: ``torch.float32`` or ``torch.float64``.
-            threads: CPU threads while fitting (see :mod:`botorch_pref.lfpl.runtime`).
+            threads: CPU threads while fitting (see :mod:`botorch_pref.lfpl.openmp`).
         """
         for name, value, minimum in (
             ("dim", dim, 1),
@@ -130,10 +131,10 @@ class LFPLRecommender:
             ("batch_size", batch_size, 1),
             ("seed", seed, 0),
         ):
-            _check_int(name, value, minimum)
-        _check_number("lr", lr, positive=True)
-        _check_number("reg", reg, positive=False)
-        _check_number("init_scale", init_scale, positive=False)
+            check_int(name, value, minimum)
+        check_number("lr", lr, positive=True)
+        check_number("reg", reg, positive=False)
+        check_number("init_scale", init_scale, positive=False)
         for name, value, allowed in (
             ("method", method, METHODS),
             ("negatives", negatives, NEGATIVE_SAMPLERS),
@@ -339,7 +340,7 @@ class LFPLRecommender:
             :class:`Recommendations`; with ``exclude_seen`` a user with fewer than ``k``
             unseen items gets all of them.
         """
-        _check_int("k", k, 1)
+        check_int("k", k, 1)
         if not isinstance(exclude_seen, bool):
             raise TypeError(f"exclude_seen must be a bool, got {exclude_seen!r}.")
         users = _as_list(users, "users")

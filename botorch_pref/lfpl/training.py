@@ -42,10 +42,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from botorch_pref.lfpl.model import LFPL
+from botorch_pref.lfpl.dyads import DyadRankings, check_int
+from botorch_pref.lfpl.factor_model import LFPL
+from botorch_pref.lfpl.openmp import lfpl_threads
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
-from botorch_pref.lfpl.rankings import DyadRankings, _check_int
-from botorch_pref.lfpl.runtime import lfpl_threads
 
 __all__ = ["FitResult", "fit_lfpl", "inverse_occurrence_weights", "lfpl_batch_objective"]
 
@@ -112,14 +112,14 @@ def fit_lfpl(
         seed: Seed of the shuffling and of the validation split.
         progress: Show a progress bar (only on a terminal).
         threads: CPU intra-op threads during the fit: ``"auto"`` (see
-            :mod:`botorch_pref.lfpl.runtime`), a number, or ``None`` for torch's setting.
+            :mod:`botorch_pref.lfpl.openmp`), a number, or ``None`` for torch's setting.
 
     Returns:
         A :class:`FitResult`. The model's ``seen_rows`` and ``seen_cols`` record the ids of the
         rankings it was trained on.
     """
-    _check_common(method, epochs, batch_size, lr, reg, patience)
-    _check_number("min_delta", min_delta, positive=False)
+    check_fit_settings(method, epochs, batch_size, lr, reg, patience)
+    check_number("min_delta", min_delta, positive=False)
     if not isinstance(rankings, DyadRankings):
         raise TypeError(f"rankings must be DyadRankings, got {type(rankings).__name__}.")
     model._check_sizes(rankings)
@@ -142,7 +142,7 @@ def fit_lfpl(
     if validation is not None and len(validation) > 0:
         val_loss = partial(_chunked_mean_nll, model, validation.to(device))
     with lfpl_threads(threads, device):
-        result = _train(
+        result = train_epochs(
             model,
             batches,
             batch_loss,
@@ -241,7 +241,7 @@ def lfpl_batch_objective(
     Returns:
         The scalar objective.
     """
-    u, v = _gather(U, rows, sparse), _gather(V, cols, sparse)
+    u, v = gather_rows(U, rows, sparse), gather_rows(V, cols, sparse)
     nll = plackett_luce_nll((u * v).sum(dim=-1), lengths, validate=False)
     mask = torch.arange(rows.shape[1], device=rows.device) < lengths.unsqueeze(-1)
     norms = u.square().sum(-1) * row_weights[rows] + v.square().sum(-1) * col_weights[cols]
@@ -250,7 +250,7 @@ def lfpl_batch_objective(
 
 
 # ---------------------------------------------------------------------------- shared machinery
-def _check_number(name: str, value: object, positive: bool) -> None:
+def check_number(name: str, value: object, positive: bool) -> None:
     """Raise unless ``value`` is a finite real number, positive or non-negative."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {value!r}.")
@@ -260,21 +260,25 @@ def _check_number(name: str, value: object, positive: bool) -> None:
         raise ValueError(f"{name} must be {kind} and finite, got {value!r}.")
 
 
-def _check_common(
+def check_fit_settings(
     method: str, epochs: int, batch_size: int, lr: float | None, reg: float, patience: int
 ) -> None:
+    """Raise, naming the setting, unless the settings every LFPL fit takes are valid."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
-    _check_int("epochs", epochs, 1)
-    _check_int("batch_size", batch_size, 1)
+    check_int("epochs", epochs, 1)
+    check_int("batch_size", batch_size, 1)
     if lr is not None:
-        _check_number("lr", lr, positive=True)
-    _check_number("reg", reg, positive=False)
-    _check_int("patience", patience, 1)
+        check_number("lr", lr, positive=True)
+    check_number("reg", reg, positive=False)
+    check_int("patience", patience, 1)
 
 
-def _gather(table: Tensor, ids: Tensor, sparse: bool) -> Tensor:
-    # F.embedding's backward is a fast scatter-add (sparse on request), unlike indexing's.
+def gather_rows(table: Tensor, ids: Tensor, sparse: bool) -> Tensor:
+    """``table[ids]`` whose backward is a fast scatter-add (a sparse gradient if ``sparse``).
+
+    ``F.embedding``'s backward scatters, unlike indexing's.
+    """
     return F.embedding(ids, table, sparse=sparse)
 
 
@@ -309,7 +313,7 @@ def _make_optimizers(
     return [(make([model.U, model.V]), "UV")]
 
 
-class _EpochLoop:
+class EpochLoop:
     """The epochs of a fit around its steps: progress bar, loss check, early stopping, result.
 
     Iterating yields the epoch numbers; after each epoch the fit calls :meth:`end_epoch` with
@@ -381,7 +385,7 @@ class _EpochLoop:
         return result
 
 
-def _train(
+def train_epochs(
     model: LFPL,
     batches: Callable[[int], Iterable[Any]],
     batch_loss: Callable[[Tensor, Tensor, Any], Tensor],
@@ -400,7 +404,7 @@ def _train(
     """The autograd epoch loop shared by the ranking and the implicit-feedback fits."""
     optimizers = _make_optimizers(model, method, optimizer, lr, sparse)
     show = progress and sys.stderr.isatty()
-    loop = _EpochLoop(model, epochs, val_loss, patience, min_delta, desc, show)
+    loop = EpochLoop(model, epochs, val_loss, patience, min_delta, desc, show)
     model.train()
     for epoch in loop:
         total = torch.zeros((), dtype=model.U.dtype, device=model.U.device)

@@ -16,7 +16,7 @@ restart. Modules, one concern each:
 * :mod:`~botorch_pref.sessions.session`: :class:`Session`, the Python API;
 * :mod:`~botorch_pref.sessions.export` and :mod:`~botorch_pref.sessions.exchange`: export and
   import;
-* :mod:`~botorch_pref.sessions.cli` and :mod:`~botorch_pref.sessions.terminal`:
+* :mod:`~botorch_pref.sessions.session_command` and :mod:`~botorch_pref.sessions.terminal`:
   ``botorch-pref session`` and its interactive loop.
 """
 

@@ -1,6 +1,6 @@
 """The answer-link commands of ``botorch-pref session``: ``links``, ``rotate``, ``revoke``.
 
-They work on a session database's links (:mod:`botorch_pref.sessions.links`): the full answer
+They work on a session database's links (:mod:`botorch_pref.sessions.answer_links`): the full answer
 URL of every session (``--csv`` for a mail merge), a new link for one session (the old one is
 refused from then on), or none. A session without a link yet gets one.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+from botorch_pref.sessions.answer_links import DEFAULT_PROMPT, TokenStore
 from botorch_pref.sessions.export import csv_text, write_atomic
-from botorch_pref.sessions.links import DEFAULT_PROMPT, TokenStore
 
 __all__ = [
     "DEFAULT_BASE_URL",

@@ -34,9 +34,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from botorch_pref.test_functions.base import BoxUtility, Utility, check_tensor
 from botorch_pref.test_functions.classic import Ackley, Alpine1, Branin, Hartmann, Levy
 from botorch_pref.test_functions.synthetic import Embedded, TwoBump
+from botorch_pref.test_functions.utility import BoxUtility, Utility, check_tensor
 
 __all__ = [
     "Ackley",

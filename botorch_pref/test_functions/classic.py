@@ -4,6 +4,8 @@ Levy (BoTorch's, wrapped) and Alpine1 (written here)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import ClassVar
 
 import torch
@@ -11,12 +13,46 @@ from botorch.test_functions.synthetic import Ackley as _BoTorchAckley
 from botorch.test_functions.synthetic import Branin as _BoTorchBranin
 from botorch.test_functions.synthetic import Hartmann as _BoTorchHartmann
 from botorch.test_functions.synthetic import Levy as _BoTorchLevy
+from botorch.test_functions.synthetic import SyntheticTestFunction
 from torch import Tensor
 
 from botorch_pref.checks import whole_number
-from botorch_pref.test_functions.base import BoxUtility, _BoTorchUtility, _default_dtype
+from botorch_pref.test_functions.utility import BoxUtility
 
 __all__ = ["Ackley", "Alpine1", "Branin", "Hartmann", "Levy"]
+
+
+@contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    r"""Temporarily set torch's default dtype (BoTorch builds some constants with it)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+class _BoTorchUtility(BoxUtility):
+    r"""A negated BoTorch ``SyntheticTestFunction``, seen through the unit cube."""
+
+    def __init__(
+        self,
+        problem: SyntheticTestFunction,
+        optimal_value: float,
+        domain_optimizers: Sequence[Sequence[float]] | None,
+        name: str,
+    ) -> None:
+        if not problem.negate:
+            raise ValueError("The wrapped BoTorch problem must be built with negate=True.")
+        self.problem = problem
+        bounds = [tuple(float(v) for v in pair) for pair in problem.bounds.T.tolist()]
+        super().__init__(bounds, optimal_value, domain_optimizers, name)
+
+    def _evaluate_domain(self, Z: Tensor) -> Tensor:
+        if self.problem.bounds.device != Z.device:
+            self.problem.to(device=Z.device)
+        return self.problem(Z, noise=False)
 
 
 class Branin(_BoTorchUtility):

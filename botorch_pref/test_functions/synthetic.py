@@ -9,7 +9,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from botorch_pref.test_functions.base import Utility
+from botorch_pref.test_functions.utility import Utility
 
 __all__ = ["Embedded", "TwoBump"]
 

@@ -1,6 +1,6 @@
 """The admin routes: login, the sessions with their progress, creating one, the status.
 
-Every route here needs the admin token (see :func:`~botorch_pref.web.state.require_admin`).
+Every route here needs the admin token (see :func:`~botorch_pref.web.server_state.require_admin`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from botorch_pref.loop import STRATEGIES
 from botorch_pref.sessions import DatabaseBusyError, Session, SessionExistsError
+from botorch_pref.sessions.answer_links import WebSession, page_settings
 from botorch_pref.sessions.export import csv_text
-from botorch_pref.sessions.links import WebSession, page_settings
 from botorch_pref.sessions.settings import MAX_NAME, MAX_TEXT, check_name
 from botorch_pref.web.nonces import NonceStatus
 from botorch_pref.web.security import same_token
-from botorch_pref.web.state import (
+from botorch_pref.web.server_state import (
     ADMIN_COOKIE,
     DEFAULT_PROMPT,
     HTTPProblem,

@@ -1,12 +1,13 @@
 """The answering routes: a session's page, its answer and its undo (the session's own token).
 
 ``GET /a/<token>`` shows the pending query. When there is none yet, it queues the next one on
-the session's worker and waits for it a little (:attr:`~botorch_pref.web.state.WebConfig.wait_s`)
-before it shows "preparing the next question" and refreshes itself. An answer (or an undo) is
-committed before its response, in one short transaction shared with the answers that arrive at
-the same moment (:mod:`~botorch_pref.web.writes`): it never waits for a worker. An answer
-names the query it answers, so a second answer to one query gets 409 "already answered", the
-next query, and nothing is written.
+the session's worker and waits for it a little
+(:attr:`~botorch_pref.web.server_state.WebConfig.wait_s`) before it shows "preparing the next
+question" and refreshes itself. An answer (or an undo) is committed before its response, in one
+short transaction shared with the answers that arrive at the same moment
+(:mod:`~botorch_pref.web.writes`): it never waits for a worker. An answer names the query it
+answers, so a second answer to one query gets 409 "already answered", the next query, and
+nothing is written.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from botorch_pref.sessions import (
     Session,
     SessionError,
 )
-from botorch_pref.sessions.links import WebSession
+from botorch_pref.sessions.answer_links import WebSession
 from botorch_pref.web.nonces import NonceStatus
-from botorch_pref.web.state import (
+from botorch_pref.web.server_state import (
     HTTPProblem,
     WebState,
     annotator,

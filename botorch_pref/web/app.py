@@ -55,7 +55,7 @@ from starlette.routing import Route
 from botorch_pref.sessions import DatabaseBusyError, SessionError, SessionNotFoundError
 from botorch_pref.web import admin, answering, results
 from botorch_pref.web.security import BodyLimitMiddleware, SecurityHeadersMiddleware
-from botorch_pref.web.state import (
+from botorch_pref.web.server_state import (
     ADMIN_COOKIE,
     DEFAULT_PROMPT,
     STATIC,
@@ -138,7 +138,7 @@ def create_app(config: WebConfig) -> Starlette:
 
     Returns:
         The Starlette application (its state's ``web`` is the
-        :class:`~botorch_pref.web.state.WebState`; the workers stop when the application's
+        :class:`~botorch_pref.web.server_state.WebState`; the workers stop when the application's
         lifespan ends).
     """
     state = WebState(config)

@@ -2,8 +2,8 @@
 
 A page embeds a fresh nonce in each of its forms; the POST that carries it consumes it. A nonce
 is ``<issued>.<random>.<signature>``, signed with the server's key (the database's link key,
-:mod:`~botorch_pref.sessions.links`) for its scope: a page opened before a restart keeps working
-after it, while a nonce that was never issued for that scope (forged, from another session's
+:mod:`~botorch_pref.sessions.answer_links`) for its scope: a page opened before a restart keeps
+working after it, while a nonce that was never issued for that scope (forged, from another session's
 page, expired after ``ttl_s`` seconds) is *unknown*. One that was already used is *replayed*;
 the used ones are remembered in memory (at most ``4 * max_per_scope`` per scope). After a
 restart the form itself says what it acts on — an answer names its query, an undo the counts

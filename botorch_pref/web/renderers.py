@@ -241,7 +241,7 @@ class RendererSet:
     """
 
     def __init__(self, user: Sequence[str] = ()) -> None:
-        from botorch_pref.sessions.cli import load_renderer
+        from botorch_pref.sessions.session_command import load_renderer
 
         self._user: dict[str, Callable[[Any], Any]] = {spec: load_renderer(spec) for spec in user}
         self._cache: OrderedDict[tuple, Rendered] = OrderedDict()

@@ -17,11 +17,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from botorch_pref.sessions import HistoryEntry, SessionNotFoundError
+from botorch_pref.sessions.answer_links import WebSession
 from botorch_pref.sessions.export import export_study
-from botorch_pref.sessions.links import WebSession
 from botorch_pref.web import held, plots
 from botorch_pref.web.admin import base_url, session_rows
-from botorch_pref.web.state import HTTPProblem, WebState, fmt, require_admin, web_state
+from botorch_pref.web.server_state import HTTPProblem, WebState, fmt, require_admin, web_state
 
 __all__ = [
     "attachment",

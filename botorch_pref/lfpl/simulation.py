@@ -17,11 +17,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_pref.lfpl.dyads import DyadRankings, check_int
+from botorch_pref.lfpl.factor_model import LFPL
 from botorch_pref.lfpl.metrics import kendall_tau
-from botorch_pref.lfpl.model import LFPL
 from botorch_pref.lfpl.plackett_luce import gumbel_rankings
-from botorch_pref.lfpl.rankings import DyadRankings
-from botorch_pref.lfpl.training import _check_int, _check_number, fit_lfpl
+from botorch_pref.lfpl.training import check_number, fit_lfpl
 
 __all__ = [
     "CVResult",
@@ -72,7 +72,7 @@ def sample_lfpl(
         ("n_cols", n_cols),
         ("dim", dim),
     ):
-        _check_int(name, value, minimum=None)  # the ranges below, with their own messages
+        check_int(name, value, minimum=None)  # the ranges below, with their own messages
     if n_rankings < 1 or n_rows < 1 or n_cols < 1:
         raise ValueError(
             "n_rankings, n_rows and n_cols must be positive, got "
@@ -83,7 +83,7 @@ def sample_lfpl(
         raise ValueError(f"length must lie in [2, {n_dyads}] (n_rows * n_cols), got {length}.")
     if dim < 1:
         raise ValueError(f"dim must be positive, got {dim}.")
-    _check_number("scale", scale, positive=True)
+    check_number("scale", scale, positive=True)
     # An offset stream: LFPL(..., seed=seed) must not start from the truth's own draw.
     generator = torch.Generator().manual_seed(seed + _TRUTH_STREAM)
     U = torch.randn(n_rows, dim, generator=generator, dtype=dtype) * scale
@@ -255,14 +255,14 @@ def power_law_interactions(
     """
     from botorch_pref.lfpl.implicit import ImplicitFeedback
 
-    _check_int("n_users", n_users, 1)
-    _check_int("n_items", n_items, 2)
-    _check_int("n_interactions", n_interactions, 1)
-    _check_int("dim", dim, 1)
-    _check_int("chunk", chunk, 1)
-    _check_number("user_exponent", user_exponent, positive=False)
-    _check_number("item_exponent", item_exponent, positive=False)
-    _check_number("scale", scale, positive=True)
+    check_int("n_users", n_users, 1)
+    check_int("n_items", n_items, 2)
+    check_int("n_interactions", n_interactions, 1)
+    check_int("dim", dim, 1)
+    check_int("chunk", chunk, 1)
+    check_number("user_exponent", user_exponent, positive=False)
+    check_number("item_exponent", item_exponent, positive=False)
+    check_number("scale", scale, positive=True)
     device = torch.device(device or "cpu")
     generator = torch.Generator().manual_seed(seed + _TRUTH_STREAM)
     U = torch.randn(n_users, dim, generator=generator) * (scale / dim**0.5)

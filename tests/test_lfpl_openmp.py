@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from botorch_pref.lfpl.runtime import default_lfpl_threads, lfpl_threads
+from botorch_pref.lfpl.openmp import default_lfpl_threads, lfpl_threads
 
 
 @pytest.fixture
@@ -45,21 +45,21 @@ def test_context_sets_and_restores(clean_env):
 def test_reexec_only_for_the_command_line(clean_env, monkeypatch):
     import os
 
-    from botorch_pref.lfpl import runtime
+    from botorch_pref.lfpl import openmp
 
     calls = []
     monkeypatch.setattr(os, "execve", lambda *a: calls.append(a))
-    monkeypatch.setattr(runtime.sys, "argv", ["pytest", "-q"])
-    runtime.reexec_with_passive_openmp(["lfpl", "train"])
+    monkeypatch.setattr(openmp.sys, "argv", ["pytest", "-q"])
+    openmp.reexec_with_passive_openmp(["lfpl", "train"])
     assert calls == []
-    monkeypatch.setattr(runtime.sys, "argv", ["botorch-pref", "lfpl", "train", "--data", "x"])
-    runtime.reexec_with_passive_openmp(["lfpl", "train"])
+    monkeypatch.setattr(openmp.sys, "argv", ["botorch-pref", "lfpl", "train", "--data", "x"])
+    openmp.reexec_with_passive_openmp(["lfpl", "train"])
     ((_exe, argv, env),) = calls
     assert argv[1:] == ["-m", "botorch_pref.cli", "lfpl", "train", "--data", "x"]
-    assert env["OMP_WAIT_POLICY"] == "PASSIVE" and env[runtime.REEXEC_MARKER] == "1"
-    for name, value in (("OMP_NUM_THREADS", "1"), (runtime.REEXEC_MARKER, "1")):
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE" and env[openmp.REEXEC_MARKER] == "1"
+    for name, value in (("OMP_NUM_THREADS", "1"), (openmp.REEXEC_MARKER, "1")):
         monkeypatch.setenv(name, value)
-        runtime.reexec_with_passive_openmp(["lfpl", "train"])
+        openmp.reexec_with_passive_openmp(["lfpl", "train"])
         monkeypatch.delenv(name)
     assert len(calls) == 1
 

@@ -7,12 +7,10 @@ float64, and knows its optimal value, so that :meth:`Utility.regret` can score a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import torch
-from botorch.test_functions.synthetic import SyntheticTestFunction
 from torch import Tensor
 
 __all__ = ["BoxUtility", "Utility", "check_tensor"]
@@ -21,17 +19,6 @@ __all__ = ["BoxUtility", "Utility", "check_tensor"]
 # Inputs may overshoot the unit cube by this much (rounding in upstream arithmetic); they are
 # clamped onto the cube before evaluation. Anything further out raises a ValueError.
 _CUBE_TOL = 1e-6
-
-
-@contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    r"""Temporarily set torch's default dtype (BoTorch builds some constants with it)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
 
 
 def check_tensor(X: Any, min_dim: int, dim: int | None, shape: str) -> Tensor:
@@ -207,25 +194,3 @@ class BoxUtility(Utility):
     @abstractmethod
     def _evaluate_domain(self, Z: Tensor) -> Tensor:
         r"""Evaluate on float64 points ``Z`` (``... x d``) of the original box; return ``...``."""
-
-
-class _BoTorchUtility(BoxUtility):
-    r"""A negated BoTorch ``SyntheticTestFunction``, seen through the unit cube."""
-
-    def __init__(
-        self,
-        problem: SyntheticTestFunction,
-        optimal_value: float,
-        domain_optimizers: Sequence[Sequence[float]] | None,
-        name: str,
-    ) -> None:
-        if not problem.negate:
-            raise ValueError("The wrapped BoTorch problem must be built with negate=True.")
-        self.problem = problem
-        bounds = [tuple(float(v) for v in pair) for pair in problem.bounds.T.tolist()]
-        super().__init__(bounds, optimal_value, domain_optimizers, name)
-
-    def _evaluate_domain(self, Z: Tensor) -> Tensor:
-        if self.problem.bounds.device != Z.device:
-            self.problem.to(device=Z.device)
-        return self.problem(Z, noise=False)

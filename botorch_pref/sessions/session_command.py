@@ -21,7 +21,7 @@ that draws an option on the answer page, ``function(values: dict) -> picture, so
 ``function(query) -> str``.
 
 Answer links (``create``, ``links``, ``rotate``) are rebuilt from the link key beside the
-database (``study.db.key``, see :mod:`botorch_pref.sessions.links`); the database stores only
+database (``study.db.key``, see :mod:`botorch_pref.sessions.answer_links`); the database stores only
 their hashes.
 
 ``run`` is the interactive loop of :mod:`botorch_pref.sessions.terminal`. Every error a person
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from botorch_pref.runtime import positive_int
+from botorch_pref.sessions.answer_links import DEFAULT_PROMPT, link_session, page_settings
 from botorch_pref.sessions.errors import one_line
 from botorch_pref.sessions.link_commands import (
     add_base_url,
@@ -51,7 +52,6 @@ from botorch_pref.sessions.link_commands import (
     cmd_revoke,
     cmd_rotate,
 )
-from botorch_pref.sessions.links import DEFAULT_PROMPT, link_session, page_settings
 from botorch_pref.sessions.settings import MAX_TEXT
 from botorch_pref.sessions.terminal import (
     Command,
@@ -209,6 +209,7 @@ def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 
 
 def _add_create(sub: argparse._SubParsersAction) -> None:
+    """``session create``: the parameters, the optimiser's settings and the answer page."""
     from botorch_pref.loop import STRATEGIES
 
     cr = _add(
@@ -257,7 +258,12 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="record 'no preference' answers without modelling them (default for q = 2: model)",
     )
-    page = cr.add_argument_group("the answer page (botorch-pref serve)")
+    _add_page_options(cr)
+
+
+def _add_page_options(create: argparse.ArgumentParser) -> None:
+    """The options of ``session create`` that set the session's answer page."""
+    page = create.add_argument_group("the answer page (botorch-pref serve)")
     page.add_argument(
         "--question",
         default=None,
@@ -278,7 +284,7 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         help="participants see the current recommendation (default: only the experimenter, "
         "on the results page)",
     )
-    add_base_url(cr)
+    add_base_url(create)
 
 
 # --------------------------------------------------------------------- commands

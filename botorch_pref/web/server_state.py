@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from botorch_pref.sessions import Session
-from botorch_pref.sessions.links import DEFAULT_PROMPT, TokenStore, WebSession, load_key
-from botorch_pref.sessions.links import admin_token as _admin_token
+from botorch_pref.sessions.answer_links import DEFAULT_PROMPT, TokenStore, WebSession, load_key
+from botorch_pref.sessions.answer_links import admin_token as _admin_token
 from botorch_pref.sessions.store import Store
 from botorch_pref.web.nonces import NonceStatus, NonceStore
 from botorch_pref.web.renderers import RendererSet, format_value
@@ -62,7 +62,7 @@ class WebConfig:
     Attributes:
         path: The session database file (created with the first session when missing).
         admin_token: The admin token (default: the one the database's link key gives, the
-            same at every start; see :mod:`~botorch_pref.sessions.links`).
+            same at every start; see :mod:`~botorch_pref.sessions.answer_links`).
         renderers: User renderer specs (``module:function``) offered besides the built-in ones.
         workers: Query-preparing worker processes.
         idle_s: Seconds after which an unused session is dropped from memory.

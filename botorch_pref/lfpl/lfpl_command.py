@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from botorch_pref.lfpl.runtime import lfpl_threads, reexec_with_passive_openmp
+from botorch_pref.lfpl.openmp import lfpl_threads, reexec_with_passive_openmp
 from botorch_pref.runtime import add_command, nonnegative_int, positive_int
 
 __all__ = ["add_arguments"]
@@ -21,126 +21,91 @@ def add_arguments(lfpl: argparse.ArgumentParser) -> None:
     """Add the sub-commands of ``botorch-pref lfpl`` to its parser."""
     sub = lfpl.add_subparsers(dest="lfpl_command", metavar="SUBCOMMAND")
     sub.required = True
-    for add in (_add_synthetic, _add_implicit, _add_train, _add_recommend, _add_evaluate):
-        add(sub)
+    for name, help_line, description, add_options, run in SUBCOMMANDS:
+        parser = add_command(sub, name, help=help_line, description=description)
+        add_options(parser)
+        parser.set_defaults(func=run)
 
 
-def _add_synthetic(sub: argparse._SubParsersAction) -> None:
-    syn = add_command(
-        sub,
-        "synthetic",
-        help="cross-validate LFPL on rankings drawn from a known LFPL",
-        description="Draw rankings from a random LFPL, cross-validate, and print the held-out "
-        "Kendall tau of the fitted model next to the true model's.",
-    )
-    syn.add_argument("--n-rankings", type=int, default=1000, help="rankings to draw")
-    syn.add_argument("--length", type=int, default=10, help="dyads in each ranking")
-    syn.add_argument("--rows", type=int, default=50, help="number of row entities |R|")
-    syn.add_argument("--cols", type=int, default=50, help="number of column entities |C|")
-    syn.add_argument("--true-dim", type=int, default=5, help="latent dimension of the truth")
-    syn.add_argument(
+def _synthetic_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n-rankings", type=int, default=1000, help="rankings to draw")
+    parser.add_argument("--length", type=int, default=10, help="dyads in each ranking")
+    parser.add_argument("--rows", type=int, default=50, help="number of row entities |R|")
+    parser.add_argument("--cols", type=int, default=50, help="number of column entities |C|")
+    parser.add_argument("--true-dim", type=int, default=5, help="latent dimension of the truth")
+    parser.add_argument(
         "--dim", type=int, default=None, help="fitted latent dimension (default: --true-dim)"
     )
-    syn.add_argument("--folds", type=int, default=10, help="cross-validation folds")
-    syn.add_argument(
+    parser.add_argument("--folds", type=int, default=10, help="cross-validation folds")
+    parser.add_argument(
         "--method",
         choices=("alternating", "joint", "both"),
         default="both",
         help="optimiser: alternating (AdaGrad on U, then on V, as the paper), joint (both at "
         "once), or both, one after the other",
     )
-    syn.add_argument(
+    parser.add_argument(
         "--epochs", type=int, default=200, help="most passes over the training rankings"
     )
-    syn.add_argument("--batch-size", type=int, default=128, help="rankings per step")
-    syn.add_argument(
+    parser.add_argument("--batch-size", type=int, default=128, help="rankings per step")
+    parser.add_argument(
         "--lr", type=float, default=None, help="AdaGrad learning rate (default: the method's own)"
     )
-    syn.add_argument("--reg", type=float, default=1e-3, help="Frobenius penalty weight on U and V")
-    _common(syn, progress=False)
-    syn.set_defaults(func=run_synthetic)
-
-
-def _add_implicit(sub: argparse._SubParsersAction) -> None:
-    imp = add_command(
-        sub,
-        "implicit",
-        help="LFPL/IF on MovieLens-style interactions, leave-one-out",
-        description="Fit LFPL/IF on interactions read from a MovieLens or RecBole file and "
-        "print leave-one-out AUC, HR@k and NDCG@k next to MostPopular and Random.",
+    parser.add_argument(
+        "--reg", type=float, default=1e-3, help="Frobenius penalty weight on U and V"
     )
+    _common(parser, progress=False)
+
+
+def _implicit_options(parser: argparse.ArgumentParser) -> None:
     _data(
-        imp,
+        parser,
         ("random", "latest"),
         "random",
         "which interaction of each user is held out: random, or latest (by timestamp)",
     )
-    _hyper(imp)
-    imp.add_argument(
+    _hyper(parser)
+    parser.add_argument(
         "--optimizer",
         choices=("adagrad", "adam"),
         default="adagrad",
         help="adagrad (the paper's, fused) or adam (torch's, for comparison)",
     )
-    imp.add_argument("--k", type=int, default=10, help="cut-off of HR and NDCG (items)")
-    _common(imp, progress=False)
-    imp.set_defaults(func=run_implicit)
+    parser.add_argument("--k", type=int, default=10, help="cut-off of HR and NDCG (items)")
+    _common(parser, progress=False)
 
 
-def _add_train(sub: argparse._SubParsersAction) -> None:
-    train = add_command(
-        sub,
-        "train",
-        help="fit an LFPL/IF recommender on a ratings file and save it",
-        description="Fit LFPL/IF on every interaction of a MovieLens or RecBole file (or on the "
-        "training part of a leave-one-out split, for 'evaluate') and save it to one file.",
-    )
-    train.add_argument("--out", required=True, help="file to write the model to")
+def _train_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="file to write the model to")
     _data(
-        train,
+        parser,
         ("none", "random", "latest"),
         "none",
         "none (train on all), or hold one interaction per user out for 'evaluate': random, or "
         "latest (by timestamp)",
     )
-    _hyper(train)
-    _common(train, progress=True)
-    train.add_argument(
+    _hyper(parser)
+    _common(parser, progress=True)
+    parser.add_argument(
         "--distributed",
         action="store_true",
         help="data-parallel training under torchrun (gloo on cpu, nccl on cuda); rank 0 saves",
     )
-    train.set_defaults(func=run_train)
 
 
-def _add_recommend(sub: argparse._SubParsersAction) -> None:
-    rec = add_command(
-        sub,
-        "recommend",
-        help="top-k items for users from a saved model",
-        description="Print the k items of highest score for each user (original ids).",
-    )
-    rec.add_argument("--model", required=True, help="file written by 'lfpl train'")
-    rec.add_argument("--users", required=True, nargs="+", help="original user ids")
-    rec.add_argument("--k", type=int, default=10, help="items per user")
-    rec.add_argument("--include-seen", action="store_true", help="keep items seen in training")
-    _device_arg(rec)
-    rec.set_defaults(func=run_recommend)
+def _recommend_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="file written by 'lfpl train'")
+    parser.add_argument("--users", required=True, nargs="+", help="original user ids")
+    parser.add_argument("--k", type=int, default=10, help="items per user")
+    parser.add_argument("--include-seen", action="store_true", help="keep items seen in training")
+    _device_arg(parser)
 
 
-def _add_evaluate(sub: argparse._SubParsersAction) -> None:
-    ev = add_command(
-        sub,
-        "evaluate",
-        help="leave-one-out AUC, HR@k and NDCG@k of a saved model",
-        description="Rebuild the leave-one-out split a model was trained on (train --holdout) "
-        "from the same file and print its metrics next to MostPopular and Random.",
-    )
-    ev.add_argument("--model", required=True, help="file written by 'lfpl train --holdout ...'")
-    ev.add_argument("--data", required=True, help="the file the model was trained on")
-    ev.add_argument("--k", type=int, default=10, help="cut-off of HR and NDCG")
-    _device_arg(ev)
-    ev.set_defaults(func=run_evaluate)
+def _evaluate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="file written by 'lfpl train --holdout ...'")
+    parser.add_argument("--data", required=True, help="the file the model was trained on")
+    parser.add_argument("--k", type=int, default=10, help="cut-off of HR and NDCG")
+    _device_arg(parser)
 
 
 def _data(
@@ -161,51 +126,44 @@ def _device_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
 
 
+#: The hyperparameters of ``implicit`` and ``train``, each an option ``--<name>`` whose default is
+#: the recommender's (:data:`~botorch_pref.lfpl.recommender.DEFAULTS`): its type or its choices,
+#: and its help.
+_HYPERPARAMETERS = {
+    "dim": (int, "latent dimension K"),
+    "epochs": (int, "passes over the interactions"),
+    "batch_size": (int, "interactions per step"),
+    "n_negatives": (int, "sampled unobserved items per interaction (L; 1 is BPR's pair loss)"),
+    "negatives": (
+        ("uniform", "hard"),
+        "how unobserved items are drawn: uniform, or hard (the highest-scoring of a larger "
+        "uniform draw)",
+    ),
+    "lr": (float, "AdaGrad learning rate at the start (0.1 suits --lr-schedule constant)"),
+    "lr_schedule": (
+        ("constant", "linear"),
+        "constant, or linear (decays to zero over the epochs)",
+    ),
+    "reg": (float, "Frobenius penalty weight on the factors"),
+    "method": (
+        ("alternating", "joint"),
+        "AdaGrad step: joint (users and items at once) or alternating (the paper's)",
+    ),
+}
+
+
 def _hyper(parser: argparse.ArgumentParser) -> None:
     from botorch_pref.lfpl.recommender import DEFAULTS
 
-    d = DEFAULTS
-    parser.add_argument("--dim", type=int, default=d["dim"], help="latent dimension K")
-    parser.add_argument(
-        "--epochs", type=int, default=d["epochs"], help="passes over the interactions"
-    )
-    parser.add_argument(
-        "--batch-size", type=int, default=d["batch_size"], help="interactions per step"
-    )
-    parser.add_argument(
-        "--n-negatives",
-        type=int,
-        default=d["n_negatives"],
-        help="sampled unobserved items per interaction (L; 1 is BPR's pair loss)",
-    )
-    parser.add_argument(
-        "--negatives",
-        choices=("uniform", "hard"),
-        default=d["negatives"],
-        help="how unobserved items are drawn: uniform, or hard (the highest-scoring of a "
-        "larger uniform draw)",
-    )
-    parser.add_argument(
-        "--lr",
-        type=float,
-        default=d["lr"],
-        help="AdaGrad learning rate at the start (0.1 suits --lr-schedule constant)",
-    )
-    parser.add_argument(
-        "--lr-schedule",
-        choices=("constant", "linear"),
-        default=d["lr_schedule"],
-        help="constant, or linear (decays to zero over the epochs)",
-    )
-    parser.add_argument(
-        "--reg", type=float, default=d["reg"], help="Frobenius penalty weight on the factors"
-    )
-    parser.add_argument(
-        "--method",
-        choices=("alternating", "joint"),
-        default=d["method"],
-        help="AdaGrad step: joint (users and items at once) or alternating (the paper's)",
-    )
+    for name, (kind, help_text) in _HYPERPARAMETERS.items():
+        how = {"choices": kind} if isinstance(kind, tuple) else {"type": kind}
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, default=DEFAULTS[name], help=help_text, **how)
+
+
+def _training_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The training hyperparameters of ``args`` (all but the dimension), by keyword."""
+    return {name: getattr(args, name) for name in _HYPERPARAMETERS if name != "dim"}
 
 
 def _common(parser: argparse.ArgumentParser, progress: bool) -> None:
@@ -251,6 +209,16 @@ def _device(name: str) -> torch.device:
     return device
 
 
+def _training_device(args: argparse.Namespace, command: str) -> torch.device:
+    """The device of a training command; with ``--threads auto`` on the CPU, first restart the
+    command under passive OpenMP (:func:`~botorch_pref.lfpl.openmp.reexec_with_passive_openmp`).
+    """
+    device = _device(args.device)
+    if args.threads == "auto" and device.type == "cpu":
+        reexec_with_passive_openmp(["lfpl", command])
+    return device
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A Markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -260,15 +228,13 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def run_synthetic(args: argparse.Namespace) -> int:
     """Cross-validate LFPL on synthetic rankings and print a table; returns the exit code."""
-    device = _device(args.device)
-    if args.threads == "auto" and device.type == "cpu":
-        reexec_with_passive_openmp(["lfpl", "synthetic"])
+    device = _training_device(args, "synthetic")
     with lfpl_threads(args.threads, device):
         return _run_synthetic(args)
 
 
 def _run_synthetic(args: argparse.Namespace) -> int:
-    from botorch_pref.lfpl.synthetic import cross_validate_lfpl, sample_lfpl
+    from botorch_pref.lfpl.simulation import cross_validate_lfpl, sample_lfpl
 
     device = _device(args.device)
     rankings, truth = sample_lfpl(
@@ -319,15 +285,14 @@ def _run_synthetic(args: argparse.Namespace) -> int:
 
 def run_implicit(args: argparse.Namespace) -> int:
     """Fit LFPL/IF with leave-one-out evaluation and print a table; returns the exit code."""
-    device = _device(args.device)
-    if args.threads == "auto" and device.type == "cpu":
-        reexec_with_passive_openmp(["lfpl", "implicit"])
+    device = _training_device(args, "implicit")
     with lfpl_threads(args.threads, device):
         return _run_implicit(args)
 
 
 def _run_implicit(args: argparse.Namespace) -> int:
     from botorch_pref.data import load_movielens
+    from botorch_pref.lfpl.factor_model import LFPL
     from botorch_pref.lfpl.implicit import (
         ImplicitFeedback,
         MostPopular,
@@ -336,7 +301,6 @@ def _run_implicit(args: argparse.Namespace) -> int:
         fit_implicit,
         leave_one_out,
     )
-    from botorch_pref.lfpl.model import LFPL
 
     device = _device(args.device)
     raw = load_movielens(args.data, min_rating=args.min_rating)
@@ -350,14 +314,7 @@ def _run_implicit(args: argparse.Namespace) -> int:
     fit = fit_implicit(
         model,
         split.train,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        n_negatives=args.n_negatives,
-        negatives=args.negatives,
-        lr=args.lr,
-        lr_schedule=args.lr_schedule,
-        reg=args.reg,
-        method=args.method,
+        **_training_settings(args),
         optimizer=args.optimizer,
         seed=args.seed,
         progress=args.progress,
@@ -392,9 +349,7 @@ def run_train(args: argparse.Namespace) -> int:
     from botorch_pref.lfpl.implicit import leave_one_out
     from botorch_pref.lfpl.recommender import LFPLRecommender
 
-    device = _device(args.device)
-    if args.threads == "auto" and device.type == "cpu":
-        reexec_with_passive_openmp(["lfpl", "train"])
+    device = _training_device(args, "train")
     group = None
     if args.distributed:
         from botorch_pref.lfpl.distributed import init_from_env
@@ -403,14 +358,7 @@ def run_train(args: argparse.Namespace) -> int:
         group = "default"
     rec = LFPLRecommender(
         args.dim,
-        n_negatives=args.n_negatives,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        reg=args.reg,
-        method=args.method,
-        negatives=args.negatives,
-        lr_schedule=args.lr_schedule,
+        **_training_settings(args),
         seed=args.seed,
         device=device,
         threads=args.threads,
@@ -517,3 +465,48 @@ def run_evaluate(args: argparse.Namespace) -> int:
     )
     print(_table(("model", "AUC", f"HR@{args.k}", f"NDCG@{args.k}"), rows))
     return 0
+
+
+#: The sub-commands of ``botorch-pref lfpl``: ``(name, one line for the list, --help text,
+#: function that adds the options, function that runs it)``; :func:`add_arguments` reads it.
+SUBCOMMANDS = (
+    (
+        "synthetic",
+        "cross-validate LFPL on rankings drawn from a known LFPL",
+        "Draw rankings from a random LFPL, cross-validate, and print the held-out "
+        "Kendall tau of the fitted model next to the true model's.",
+        _synthetic_options,
+        run_synthetic,
+    ),
+    (
+        "implicit",
+        "LFPL/IF on MovieLens-style interactions, leave-one-out",
+        "Fit LFPL/IF on interactions read from a MovieLens or RecBole file and "
+        "print leave-one-out AUC, HR@k and NDCG@k next to MostPopular and Random.",
+        _implicit_options,
+        run_implicit,
+    ),
+    (
+        "train",
+        "fit an LFPL/IF recommender on a ratings file and save it",
+        "Fit LFPL/IF on every interaction of a MovieLens or RecBole file (or on the "
+        "training part of a leave-one-out split, for 'evaluate') and save it to one file.",
+        _train_options,
+        run_train,
+    ),
+    (
+        "recommend",
+        "top-k items for users from a saved model",
+        "Print the k items of highest score for each user (original ids).",
+        _recommend_options,
+        run_recommend,
+    ),
+    (
+        "evaluate",
+        "leave-one-out AUC, HR@k and NDCG@k of a saved model",
+        "Rebuild the leave-one-out split a model was trained on (train --holdout) "
+        "from the same file and print its metrics next to MostPopular and Random.",
+        _evaluate_options,
+        run_evaluate,
+    ),
+)

@@ -39,8 +39,8 @@ ENV_TOKEN = "BOTORCH_PREF_ADMIN_TOKEN"
 
 def add_arguments(serve: argparse.ArgumentParser) -> None:
     """Add the arguments of ``botorch-pref serve`` to its parser."""
-    from botorch_pref.sessions.cli import HelpFormatter
-    from botorch_pref.web.demo import DEMOS
+    from botorch_pref.sessions.session_command import HelpFormatter
+    from botorch_pref.web.colour_demo import DEMOS
     from botorch_pref.web.workers import DEFAULT_BATCH
 
     serve.formatter_class = HelpFormatter
@@ -206,7 +206,7 @@ def _serve(args: argparse.Namespace, db: Path, sock: socket.socket) -> int:
     import uvicorn
 
     from botorch_pref.web.app import WebConfig, create_app
-    from botorch_pref.web.demo import make_demo
+    from botorch_pref.web.colour_demo import make_demo
 
     loopback = _is_loopback(args.host)
     config = WebConfig(

@@ -19,8 +19,8 @@ import numbers
 import torch
 from torch import Tensor, nn
 
+from botorch_pref.lfpl.dyads import DyadRankings, holds_integers
 from botorch_pref.lfpl.plackett_luce import plackett_luce_nll
-from botorch_pref.lfpl.rankings import DyadRankings, holds_integers
 
 __all__ = ["LFPL"]
 

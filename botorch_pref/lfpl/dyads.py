@@ -78,7 +78,7 @@ class DyadRankings(TensorRecords):
         """
         for name, size in (("n_rows", n_rows), ("n_cols", n_cols)):
             if size is not None:
-                _check_int(name, size, minimum=None)  # validate() checks the range
+                check_int(name, size, minimum=None)  # validate() checks the range
         rows = torch.as_tensor(rows)
         cols = torch.as_tensor(cols, device=rows.device)
         if rows.dim() != 2 or rows.shape != cols.shape:
@@ -277,7 +277,7 @@ class DyadRankings(TensorRecords):
             TypeError: If ``n_folds`` is not an integer.
             ValueError: If ``n_folds`` lies outside ``[2, len(self)]``.
         """
-        _check_int("n_folds", n_folds, minimum=None)
+        check_int("n_folds", n_folds, minimum=None)
         n_folds = int(n_folds)
         if not 2 <= n_folds <= len(self):
             raise ValueError(
@@ -330,7 +330,7 @@ def holds_integers(values: Tensor) -> bool:
     return not (values.is_floating_point() or values.is_complex() or values.dtype == torch.bool)
 
 
-def _check_int(name: str, value: object, minimum: int | None) -> None:
+def check_int(name: str, value: object, minimum: int | None) -> None:
     """Raise unless ``value`` is an integer (not a bool) of at least ``minimum`` (if given).
 
     Args:
