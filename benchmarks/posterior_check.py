@@ -102,8 +102,8 @@ def compare(queries: Tensor, winners: Tensor, utility, k: int, samples: int, see
     win = 2 * torch.arange(k) + winners[:k].long()
     lose = 2 * torch.arange(k) + 1 - winners[:k].long()
     config = LoopConfig(d)  # (winner, loser) rows: what the loop gives its model for pairs
-    model, mll = config.factory(X, torch.stack([win, lose], -1), **config.model_kwargs())
-    SequentialBackend().fit(mll, [seed], k, config)
+    model, mll = config.model(X, torch.stack([win, lose], -1), **config.model_kwargs())
+    SequentialBackend(config).fit(mll, [seed], k)
     model.eval()
     with torch.no_grad():
         post = model.posterior(X)

@@ -2,9 +2,10 @@
 
 Runs :class:`~botorch_pref.PreferenceOptimizer` and
 :func:`~botorch_pref.loop.run_replications` (both back ends) on small budgets for several
-seeds, strategies, ``q`` and kinds of answer (winners, choices among three, rankings,
-"no preference"), and writes every query, recommendation and replayed next query as
-hexadecimal floats to a JSON file. The same code on the same machine must write the same file:
+seeds, strategies, ``q``, kinds of answer (winners, choices among three, rankings,
+"no preference") and models (kernels, posterior approximations, ``PairwiseGP``), and writes
+every query, recommendation, replayed next query (as hexadecimal floats) and the optimiser's
+settings to a JSON file. The same code on the same machine must write the same file:
 ``python -m benchmarks.record_trajectories out.json`` before and after a change, then
 ``cmp`` the two files (or ``--compare before.json``, which names the first difference).
 """
@@ -30,6 +31,9 @@ BUDGET = {"num_restarts": 2, "raw_samples": 32}
 #: Acquisition queries after the initial ones (enough for local and lookahead queries).
 QUERIES = 7
 
+#: Settings of the model factory away from their defaults.
+RBF, BOX = {"kernel": "rbf"}, {"model": "laplace-box"}
+MATERN52_LAPLACE = {"kernel": "matern52", "inference": "laplace"}
 #: ``(name, problem, strategy, q, answer kind, seeds, extra settings)`` of the optimiser runs.
 OPTIMIZER_CASES = [
     ("eubo", "branin", "eubo", 2, "winner", (0, 1), {}),
@@ -42,6 +46,11 @@ OPTIMIZER_CASES = [
     ("champion-challenger", "branin", "champion-challenger", 2, "winner", (0, 3), {}),
     ("random", "branin", "random", 2, "winner", (0,), {}),
     ("eubo-float32", "branin", "eubo", 2, "winner", (0,), {"dtype": torch.float32}),
+    # the model factory's settings (kernel, inference), each away from its default
+    ("eubo-rbf-laplace", "branin", "eubo", 2, "winner", (0,), {**RBF, "inference": "laplace"}),
+    ("eubo-ties-ep", "branin", "eubo", 2, "tie", (1,), {"ties": True, "inference": "ep"}),
+    ("eubo-laplace-box", "hartmann3", "eubo", 2, "winner", (0,), {**BOX, "kernel": "matern52"}),
+    ("eubo-pairwisegp", "branin", "eubo", 2, "winner", (0,), {"model": "pairwisegp"}),
 ]
 
 #: ``(name, problem, strategy, q, extra arguments)`` of the replication runs (both back ends).
@@ -51,6 +60,7 @@ REPLICATION_CASES = [
     ("qeubo-choice", "branin", "qeubo", 3, {}),
     ("champion-challenger", "hartmann3", "champion-challenger", 2, {}),
     ("random", "branin", "random", 2, {}),
+    ("eubo-matern52-laplace", "branin", "eubo", 2, MATERN52_LAPLACE),
 ]
 
 
@@ -99,6 +109,7 @@ def record_optimizer(problem: str, strategy: str, q: int, kind: str, seed: int, 
         "next": hexes(opt.ask()),
         "replayed_next": hexes(replayed.ask()),
         "refits": opt.n_refits,
+        "settings": {name: str(value) for name, value in sorted(opt.settings.items())},
     }
 
 
@@ -145,23 +156,33 @@ def record() -> dict[str, Any]:
     return out
 
 
-def first_difference(a: Any, b: Any, path: str = "") -> str | None:
-    """The path of the first value that differs between two recordings, or ``None``."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            if key not in a or key not in b:
+def first_difference(
+    before: Any, after: Any, path: str = "", new: list | None = None
+) -> str | None:
+    """The path of the first value of ``before`` that differs in ``after``, or ``None``.
+
+    Keys ``after`` adds (cases or fields a later recorder records) are not differences; their
+    paths are appended to ``new`` when it is given.
+    """
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in sorted(set(before) | set(after)):
+            if key not in before:
+                if new is not None:
+                    new.append(f"{path}/{key}")
+                continue
+            if key not in after:
                 return f"{path}/{key} (missing)"
-            found = first_difference(a[key], b[key], f"{path}/{key}")
+            found = first_difference(before[key], after[key], f"{path}/{key}", new)
             if found:
                 return found
         return None
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            found = first_difference(x, y, f"{path}[{i}]")
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        for i, (x, y) in enumerate(zip(before, after, strict=True)):
+            found = first_difference(x, y, f"{path}[{i}]", new)
             if found:
                 return found
         return None
-    return None if a == b else f"{path}: {a!r} != {b!r}"
+    return None if before == after else f"{path}: {before!r} != {after!r}"
 
 
 def main(argv: list[str]) -> int:
@@ -176,8 +197,13 @@ def main(argv: list[str]) -> int:
         json.dump(recording, fh, indent=0, sort_keys=True)
     if args.compare:
         with open(args.compare, encoding="utf-8") as fh:
-            diff = first_difference(json.load(fh), recording)
+            before = json.load(fh)
+        added: list[str] = []
+        diff = first_difference(before, recording, new=added)
         print("identical" if diff is None else f"differs at {diff}")
+        if added:
+            more = f" and {len(added) - 4} more" if len(added) > 4 else ""
+            print(f"not in the earlier recording, not compared: {', '.join(added[:4])}{more}")
         return 0 if diff is None else 1
     return 0
 

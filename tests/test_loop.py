@@ -513,14 +513,13 @@ def test_a_failed_refit_keeps_the_hyperparameters_and_records_the_answer(monkeyp
     assert all(torch.equal(before[k], after[k]) for k in before)
     # The posterior is the one at the kept hyperparameters on all four answers: a model built
     # from scratch with them agrees.
-    kernel = make_covar_module(
-        opt.config.dim, base_kernel=opt.config.kernel
-    )  # the loop's default kernel
+    factory = opt.config.model  # the loop's default kernel and inference
+    kernel = make_covar_module(opt.config.dim, base_kernel=factory.kernel)
     ref = PairwiseLaplaceGP(
         opt.model.datapoints,
         opt.comparisons.clone(),
         covar_module=kernel,
-        inference=opt.config.inference,
+        inference=factory.inference,
     )
     ref.covar_module.load_state_dict(before)
     Xt = opt.model.datapoints
@@ -542,7 +541,7 @@ def test_the_sequential_refit_stops_near_the_optimum_of_the_evidence():
     def hypers() -> torch.Tensor:
         return torch.cat([p.detach().reshape(-1) for p in model.covar_module.parameters()])
 
-    SequentialBackend().fit(mll, [0], 1, LoopConfig(2, seed=0))
+    SequentialBackend(LoopConfig(2, seed=0)).fit(mll, [0], 1)
     stopped, stopped_hypers = mll().item(), hypers()
     fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"ftol": 1e-13, "gtol": 1e-9}})
     tight = mll().item()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from botorch_pref.likelihoods import ObservationKind, PairwiseProbit, Ranking
-from botorch_pref.loop import Answer, LoopConfig
+from botorch_pref.loop import Answer, LaplaceFactory, LoopConfig, pairwisegp_model
 from botorch_pref.loop.config import DEFAULT_KERNEL
 from botorch_pref.loop.history import AnswerRecord
 from botorch_pref.loop.policy import configure
@@ -63,30 +63,43 @@ def test_config_resolves_every_default_once():
     assert LoopConfig(2).seed >= 0  # drawn when not given
 
 
-def test_config_hands_the_factory_its_kernel_and_likelihood():
+def test_config_hands_the_factory_its_likelihood():
     ties = LoopConfig(2, ties=True, seed=1).likelihood()
     assert isinstance(ties, PairwiseProbit) and ties.has_ties
-    laplace = {"seed": 1, "inference": "laplace"}
-    matern = {"base_kernel": "matern32", "inference": "laplace"}
-    assert LoopConfig(2, kernel="matern32", **laplace).model_kwargs() == matern
-    rbf = {"base_kernel": "rbf", "inference": "laplace"}
-    assert LoopConfig(2, kernel="rbf", **laplace).model_kwargs() == rbf  # explicit, not defaults
-    assert LoopConfig(2, model="pairwisegp", seed=1).model_kwargs() == {}
-    assert LoopConfig(2, model="pairwisegp", seed=1).kernel is None
-    assert LoopConfig(2, seed=1).kernel == DEFAULT_KERNEL
+    assert LoopConfig(2, seed=1).model_kwargs() == {}  # the model's default probit
+    assert isinstance(LoopConfig(2, 3, seed=1).model_kwargs()["likelihood"], Ranking)
+
+
+def test_the_loops_kernel_and_inference_are_the_laplace_factorys(monkeypatch):
+    """``model="laplace"`` resolves to the loop's factory with the loop's kernel; ``kernel=``
+    and ``inference=`` set its fields, and it hands them to ``laplace_model`` explicitly."""
+    from botorch_pref.loop import config as config_module
+
+    assert LoopConfig(2, seed=1).model == LaplaceFactory(DEFAULT_KERNEL, "ep")
+    assert LoopConfig(2, model="laplace-box", seed=1).model.name == "laplace-box"
+    rbf = configure(2, None, 2, None, {"kernel": "rbf", "inference": "laplace", "seed": 1})[0]
+    assert rbf == LoopConfig(2, model=LaplaceFactory("rbf", "laplace"), seed=1)
+    assert rbf.settings["model"] == "laplace" and rbf.settings["kernel"] == "rbf"
+    seen = {}
+    monkeypatch.setattr(config_module, "laplace_model", lambda *a, **kw: seen.update(kw))
+    rbf.model(torch.rand(3, 2, dtype=DT), torch.tensor([[0, 1]]))
+    assert seen == {"base_kernel": "rbf", "inference": "laplace"}  # explicit, not defaults
+    pairwisegp = LoopConfig(2, model="pairwisegp", seed=1)
+    assert pairwisegp.model is pairwisegp_model and pairwisegp.model_kwargs() == {}
+    assert pairwisegp.settings["kernel"] is None and pairwisegp.packaged_model
 
 
 def test_config_resolves_the_inference_from_the_answers():
     from botorch_pref.loop.config import DEFAULT_INFERENCE
 
-    assert LoopConfig(2, seed=1).inference == DEFAULT_INFERENCE  # probit pairs
+    assert LoopConfig(2, seed=1).model.inference == DEFAULT_INFERENCE  # probit pairs
     for other in ({"ties": True}, {"q": 3}):
-        assert LoopConfig(2, seed=1, **other).inference == "laplace"  # the default for these
-    assert LoopConfig(2, model="pairwisegp", seed=1).inference is None  # its own
-    assert LoopConfig(2, inference="ep", seed=1).model_kwargs()["inference"] == "ep"
-    ties = LoopConfig(2, inference="ep", ties=True, seed=1)  # the ordinal probit
-    assert ties.model_kwargs()["inference"] == "ep" and ties.likelihood().has_ties
-    assert LoopConfig(2, inference="laplace", seed=1).model_kwargs()["inference"] == "laplace"
+        assert LoopConfig(2, seed=1, **other).model.inference == "laplace"  # the default here
+    assert LoopConfig(2, model="pairwisegp", seed=1).settings["inference"] is None  # its own
+    ep_ties = LoopConfig(2, model=LaplaceFactory(inference="ep"), ties=True, seed=1)
+    assert ep_ties.model.inference == "ep" and ep_ties.likelihood().has_ties  # ordinal probit
+    laplace = configure(2, None, 2, None, {"inference": "laplace"})[0]
+    assert laplace.model.inference == "laplace"
 
 
 @pytest.mark.parametrize(

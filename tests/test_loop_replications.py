@@ -80,7 +80,7 @@ def test_loop_state_rejects_a_bad_backend_or_no_member():
         LoopState(config, bounds, seeds=[], backend="batched")
     with pytest.raises(ValueError, match="batched back end"):
         LoopState(
-            dataclasses.replace(config, model="pairwisegp", kernel=None, inference=None),
+            dataclasses.replace(config, model="pairwisegp"),
             bounds,
             [0, 1],
             "batched",
@@ -183,7 +183,7 @@ def test_ep_replications_are_optimizer_runs_and_replay(ties):
     kw = {"n_queries": 2, "scale": SCALE, "seed": 9, **settings}
     res = run_replications("branin", n_replications=1, backend="sequential", **kw)
     opt, queries, winners, best = optimizer_run("branin", 9, 5, **settings)
-    assert res.config.inference == opt.model.inference == "ep"
+    assert res.config.model.inference == opt.model.inference == "ep"
     torch.testing.assert_close(res.queries[0], queries, rtol=0, atol=1e-9)
     assert torch.equal(res.winners[0], winners)
     torch.testing.assert_close(res.best_x[0], best, rtol=0, atol=1e-9)

@@ -17,7 +17,7 @@ The model factories live in :mod:`botorch_pref.models.factories` and are re-expo
 """
 
 from botorch_pref.loop.answers import Answer, InvalidAnswerError, validate_answer
-from botorch_pref.loop.config import LoopConfig, acquisition_effort
+from botorch_pref.loop.config import LaplaceFactory, LoopConfig, acquisition_effort
 from botorch_pref.loop.history import QueryRecord
 from botorch_pref.loop.hyperparameters import Hyperparameters
 from botorch_pref.loop.optimizer import PreferenceOptimizer, Recommendation
@@ -52,6 +52,7 @@ __all__ = [
     "Hyperparameters",
     "Initial",
     "InvalidAnswerError",
+    "LaplaceFactory",
     "Local",
     "Lookahead",
     "LoopConfig",

@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -45,6 +45,7 @@ from botorch_pref.optim import fit_evidence_batched, optimize_acqf_batched
 __all__ = [
     "BACKENDS",
     "FIT_FTOL",
+    "Acquisition",
     "Backend",
     "BatchedBackend",
     "ModelGroup",
@@ -89,58 +90,67 @@ def seeded(seed: int, k: int, stream: int, device: torch.device) -> Iterator[Non
         np.random.set_state(numpy_state)  # noqa: NPY002
 
 
-class Backend(Protocol):
-    """A fitter and an acquisition optimiser for the models of a group of members."""
+class Acquisition(NamedTuple):
+    """What an acquisition step asks the optimiser to maximise.
+
+    Attributes:
+        acqf: The acquisition function on the unit cube (a ``LocalBox`` maps its maximiser
+            into the box with ``to_box``).
+        q_opt: The number of points it places.
+        champions: Each member's champion (its index among the member's designs) for a query
+            that compares the champion, else ``None``.
+        initial: ``members x m x q_opt x d`` candidates the optimiser starts from besides its
+            raw samples, or ``None``.
+    """
+
+    acqf: AcquisitionFunction
+    q_opt: int
+    champions: list[int] | None = None
+    initial: Tensor | None = None
+
+
+class Backend:
+    """A fitter and an acquisition optimiser for the models of a group of members.
+
+    Args:
+        config: The run's settings (the acquisition optimiser's effort resolved).
+    """
 
     #: Whether one batched model serves all members (else one model per member).
-    batched: bool
+    batched: bool = False
 
-    def fit(
-        self, mll: MarginalLogLikelihood, seeds: Sequence[int], k: int, config: LoopConfig
-    ) -> None:
+    def __init__(self, config: LoopConfig) -> None:
+        self.config = config
+
+    def fit(self, mll: MarginalLogLikelihood, seeds: Sequence[int], k: int) -> None:
         """Fit the hyperparameters of the model of members seeded ``seeds`` after answer ``k``."""
+        raise NotImplementedError
 
     def optimize(
-        self,
-        acqf: AcquisitionFunction,
-        seeds: Sequence[int],
-        k: int,
-        config: LoopConfig,
-        q: int,
-        stream: int = Stream.ACQF,
-        initial: Tensor | None = None,
+        self, acquisition: Acquisition, seeds: Sequence[int], k: int, stream: int = Stream.ACQF
     ) -> Tensor:
-        """Maximise ``acqf`` on the unit cube for query ``k``: ``len(seeds) x q x d`` points.
+        """Maximise ``acquisition.acqf`` on the unit cube for query ``k``: ``len(seeds) x q_opt
+        x d`` points.
 
         Its random draws come from the seeds of ``stream`` (the acquisition's by default).
-        ``initial`` (``len(seeds) x m x q x d``, unit cube) are candidates each member
-        considers as starting points besides its random raw samples.
+        ``acquisition.initial`` (``len(seeds) x m x q_opt x d``, unit cube) are candidates each
+        member considers as starting points besides its random raw samples.
         """
+        raise NotImplementedError
 
 
-class SequentialBackend:
+class SequentialBackend(Backend):
     """One model per member: ``fit_gpytorch_mll`` and ``optimize_acqf``."""
 
-    batched = False
-
-    def fit(
-        self, mll: MarginalLogLikelihood, seeds: Sequence[int], k: int, config: LoopConfig
-    ) -> None:
-        with seeded(seeds[0], k, Stream.FIT, config.device):
+    def fit(self, mll: MarginalLogLikelihood, seeds: Sequence[int], k: int) -> None:
+        with seeded(seeds[0], k, Stream.FIT, self.config.device):
             fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"ftol": FIT_FTOL}})
 
     def optimize(
-        self,
-        acqf: AcquisitionFunction,
-        seeds: Sequence[int],
-        k: int,
-        config: LoopConfig,
-        q: int,
-        stream: int = Stream.ACQF,
-        initial: Tensor | None = None,
+        self, acquisition: Acquisition, seeds: Sequence[int], k: int, stream: int = Stream.ACQF
     ) -> Tensor:
-        d = config.dim
-        unit = torch.zeros(2, d, **config.tkwargs)
+        config, (acqf, q, _, initial) = self.config, acquisition
+        unit = torch.zeros(2, config.dim, **config.tkwargs)
         unit[1] = 1.0
         with seeded(seeds[0], k, stream, config.device), warnings.catch_warnings():
             warnings.simplefilter("ignore", OptimizationWarning)
@@ -159,41 +169,33 @@ class SequentialBackend:
                     # starts, optimize_acqf cannot retry: it would only warn that it does not.
                     retry_on_optimization_warning=starts is None and config.dtype != torch.float32,
                 )
-        return candidates.detach().reshape(1, q, d).clamp(0.0, 1.0)
+        return candidates.detach().reshape(1, q, config.dim).clamp(0.0, 1.0)
 
 
-class BatchedBackend:
+class BatchedBackend(Backend):
     """One batched model: ``fit_evidence_batched`` and ``optimize_acqf_batched``."""
 
     batched = True
 
-    def fit(
-        self, mll: MarginalLogLikelihood, seeds: Sequence[int], k: int, config: LoopConfig
-    ) -> None:
+    def fit(self, mll: MarginalLogLikelihood, seeds: Sequence[int], k: int) -> None:
         fit_evidence_batched(mll.model)
 
     def optimize(
-        self,
-        acqf: AcquisitionFunction,
-        seeds: Sequence[int],
-        k: int,
-        config: LoopConfig,
-        q: int,
-        stream: int = Stream.ACQF,
-        initial: Tensor | None = None,
+        self, acquisition: Acquisition, seeds: Sequence[int], k: int, stream: int = Stream.ACQF
     ) -> Tensor:
+        config = self.config
         with lean_kernels():
             X, _ = optimize_acqf_batched(
-                acqf,
+                acquisition.acqf,
                 len(seeds),
-                q,
+                acquisition.q_opt,
                 config.dim,
                 num_restarts=config.num_restarts,
                 raw_samples=config.raw_samples,
                 seeds=[derived_seed(s, k, stream) for s in seeds],
                 dtype=config.dtype,
                 device=config.device,
-                initial=initial,
+                initial=acquisition.initial,
             )
         return X.detach()
 
@@ -219,8 +221,8 @@ def _starts(
     return initialize_q_batch(raw, values, min(config.num_restarts, len(raw)))[0]
 
 
-#: The back ends by name.
-BACKENDS: dict[str, Backend] = {
-    "sequential": SequentialBackend(),
-    "batched": BatchedBackend(),
+#: The back ends by name (each is built with the run's config).
+BACKENDS: dict[str, type[Backend]] = {
+    "sequential": SequentialBackend,
+    "batched": BatchedBackend,
 }

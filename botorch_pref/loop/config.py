@@ -2,7 +2,9 @@ r"""The loop's settings that are not a query step's own: the model, the answers,
 schedule, the acquisition optimiser's effort, the device, the dtype and the seed.
 
 :class:`LoopConfig` holds what a preference-optimisation run needs besides its answers and its
-query policy (:mod:`~botorch_pref.loop.policy`, which says what each query asks).
+query policy (:mod:`~botorch_pref.loop.policy`, which says what each query asks). The Laplace
+models' kernel and posterior approximation are arguments of the loop's model factory,
+:class:`LaplaceFactory`, which ``model="laplace"`` builds with the loop's defaults.
 :class:`~botorch_pref.loop.PreferenceOptimizer` and :func:`~botorch_pref.loop.run_replications`
 both build one, so a study of replications runs with exactly the settings a person's run would
 get.
@@ -23,36 +25,51 @@ Defaults and why:
 * The loop's model is not the model class's default. :class:`~botorch_pref.models.pairwise.
   PairwiseLaplaceGP` on its own (BoTorch's drop-in for ``PairwiseGP``) has a scaled ARD RBF
   kernel and the Laplace approximation, so that it does at least as well as ``PairwiseGP`` on
-  BoTorch's own flows; the loop's factory passes ``kernel = "matern32"``
-  (:data:`DEFAULT_KERNEL`) and, for probit pairs without ties, ``inference = "ep"``
-  (:data:`DEFAULT_INFERENCE`) explicitly, because they asked better questions on the
-  question-quality suite. A Matern 3/2 kernel trusts its interpolation less far from the
-  compared designs, so the acquisition looks closer to the best designs; expectation
-  propagation's posterior and evidence are close to the exact ones where the Laplace
-  approximation centres a skewed posterior at its mode. Answers EP does not model (choices
-  among more than two options) keep the Laplace approximation, and so do ties (``ties=True``,
-  the sessions' default): with the tie threshold in the model EP measured no better.
+  BoTorch's own flows; the loop's factory (:class:`LaplaceFactory`) passes
+  ``kernel = "matern32"`` (:data:`DEFAULT_KERNEL`) and, for probit pairs without ties,
+  ``inference = "ep"`` (:data:`DEFAULT_INFERENCE`) explicitly, because they asked better
+  questions on the question-quality suite. A Matern 3/2 kernel trusts its interpolation
+  less far from the compared designs, so the acquisition looks closer to the best designs;
+  expectation propagation's posterior and evidence are close to the exact ones where the
+  Laplace approximation centres a skewed posterior at its mode. Answers EP does not model
+  (choices among more than two options) keep the Laplace approximation, and so do ties
+  (``ties=True``, the sessions' default): with the tie threshold in the model EP measured no
+  better.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+import inspect
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from botorch.models.model import Model
+from gpytorch.mlls import MarginalLogLikelihood
+from torch import Tensor
 
 from botorch_pref.checks import strict_int
+from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit, Ranking
 from botorch_pref.models.data import INFERENCES
-from botorch_pref.models.factories import MODEL_FACTORIES, ModelFactory
+from botorch_pref.models.factories import (
+    MODEL_FACTORIES,
+    ModelFactory,
+    laplace_box_model,
+    laplace_model,
+    pairwisegp_model,
+)
 from botorch_pref.models.kernels import BASE_KERNELS
 
 __all__ = [
     "DEFAULT_INFERENCE",
     "DEFAULT_KERNEL",
+    "MODEL_SETTINGS",
+    "LaplaceFactory",
     "LoopConfig",
     "acquisition_effort",
+    "model_from_settings",
 ]
 
 #: The loop's base kernel for the Laplace models when ``kernel`` is not given (module
@@ -62,7 +79,7 @@ DEFAULT_KERNEL = "matern32"
 #: and the answers are probit pairs without ties (module docstring: the model class's own
 #: default is the Laplace approximation); ties and other answers take ``"laplace"``.
 DEFAULT_INFERENCE = "ep"
-#: The models the loop's kernel and inference settings apply to.
+#: The model names :class:`LaplaceFactory` builds (``box``: ``"laplace-box"``).
 LAPLACE_MODELS = ("laplace", "laplace-box")
 
 # Caps on the acquisition optimiser's effort (see the module docstring).
@@ -92,6 +109,132 @@ def nonnegative_int(value: Any, name: str) -> int:
 
 
 @dataclass(frozen=True)
+class LaplaceFactory:
+    """The loop's Laplace models: a model factory with its kernel and posterior approximation.
+
+    ``model="laplace"`` is ``LaplaceFactory()`` and ``model="laplace-box"``
+    ``LaplaceFactory(box=True)``; the keyword settings ``kernel=`` and ``inference=`` of the
+    optimiser (:func:`model_from_settings`) set its fields. It calls
+    :func:`~botorch_pref.models.factories.laplace_model` (``box``:
+    :func:`~botorch_pref.models.factories.laplace_box_model`) with its kernel and inference
+    passed explicitly, since the model class's own defaults differ (module docstring).
+
+    Args:
+        kernel: The base kernel: ``"rbf"``, ``"matern52"`` or ``"matern32"`` (see
+            :func:`~botorch_pref.models.kernels.make_covar_module`).
+        inference: The posterior approximation: ``"laplace"`` or ``"ep"`` (expectation
+            propagation, :mod:`botorch_pref.inference.ep`; probit pairs, with or without ties).
+            ``None``: resolved for the run's answers by :meth:`for_answers`
+            (:data:`DEFAULT_INFERENCE` for probit pairs without ties, else ``"laplace"``).
+        box: ``PairwiseGP``'s flat outputscale prior
+            (:func:`~botorch_pref.models.factories.box_covar_module`).
+    """
+
+    kernel: str = DEFAULT_KERNEL
+    inference: str | None = None
+    box: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kernel not in BASE_KERNELS:
+            raise ValueError(
+                f"kernel must be one of {', '.join(BASE_KERNELS)}, got {self.kernel!r}."
+            )
+        if self.inference is not None and self.inference not in INFERENCES:
+            raise ValueError(
+                f"inference must be one of {', '.join(INFERENCES)}, got {self.inference!r}."
+            )
+        object.__setattr__(self, "box", bool(self.box))
+
+    @property
+    def name(self) -> str:
+        """The model's name: ``"laplace"`` or ``"laplace-box"``."""
+        return LAPLACE_MODELS[self.box]
+
+    def for_answers(self, answers: str, ties: bool) -> LaplaceFactory:
+        """The factory with its inference resolved for ``answers`` (``"pairs"`` or
+        ``"choice"``) and ``ties``; EP given for answers other than pairs raises a
+        ``ValueError``."""
+        inference = self.inference
+        if inference is None:
+            inference = DEFAULT_INFERENCE if answers == "pairs" and not ties else "laplace"
+        elif inference == "ep" and answers != "pairs":
+            raise ValueError(
+                "inference='ep' needs probit pair answers (answers='pairs'); "
+                "use inference='laplace'."
+            )
+        return (
+            self if inference == self.inference else dataclasses.replace(self, inference=inference)
+        )
+
+    def __call__(
+        self,
+        datapoints: Tensor,
+        comparisons: Tensor | PreferenceData,
+        likelihood: PairwiseLikelihood | None = None,
+    ) -> tuple[Model, MarginalLogLikelihood]:
+        """The model of ``datapoints`` and ``comparisons`` and its evidence (see
+        :func:`~botorch_pref.models.factories.laplace_model`)."""
+        factory = laplace_box_model if self.box else laplace_model
+        return factory(
+            datapoints,
+            comparisons,
+            likelihood,
+            base_kernel=self.kernel,
+            inference="laplace" if self.inference is None else self.inference,
+        )
+
+
+def model_from_settings(
+    model: str | ModelFactory = "laplace",
+    *,
+    kernel: str | None = None,
+    inference: str | None = None,
+) -> str | ModelFactory:
+    """A run's model from its keyword settings: ``model`` with the Laplace factory's arguments.
+
+    Args:
+        model: A name in :data:`~botorch_pref.models.factories.MODEL_FACTORIES`, a
+            :class:`LaplaceFactory` or a factory of one's own.
+        kernel: The :class:`LaplaceFactory`'s kernel (``None``: its default).
+        inference: Its posterior approximation (``None``: resolved for the answers);
+            ``"laplace"`` is accepted, and ignored, for other models (their own).
+
+    Returns:
+        ``model`` itself without ``kernel`` and ``inference``, else the
+        :class:`LaplaceFactory` they give.
+
+    Raises:
+        ValueError: For ``kernel`` or ``inference="ep"`` with a model other than the Laplace
+            ones.
+    """
+    if kernel is None and inference is None:
+        return model
+    if isinstance(model, str) and model in LAPLACE_MODELS:
+        model = LaplaceFactory(box=model == "laplace-box")
+    if isinstance(model, LaplaceFactory):
+        given = {"kernel": kernel, "inference": inference}
+        return dataclasses.replace(model, **{k: v for k, v in given.items() if v is not None})
+    name = model if isinstance(model, str) else getattr(model, "__name__", type(model).__name__)
+    if inference is not None and inference not in INFERENCES:
+        raise ValueError(f"inference must be one of {', '.join(INFERENCES)}, got {inference!r}.")
+    for setting, value in (("kernel", kernel), ("inference", inference)):
+        if value is not None and (setting, value) != ("inference", "laplace"):
+            raise ValueError(
+                f"{setting}={value!r} needs model='laplace' or 'laplace-box', got {name!r}."
+            )
+    return model
+
+
+#: The keyword settings of a run that are the model factory's arguments
+#: (:func:`model_from_settings`).
+MODEL_SETTINGS = tuple(
+    name
+    for name, p in inspect.signature(model_from_settings).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+)
+
+
+@dataclass(frozen=True)
 class LoopConfig:
     """Validated settings of a preference-optimisation run (defaults in the module docstring).
 
@@ -105,17 +248,11 @@ class LoopConfig:
         dim: The design dimension :math:`d`.
         q: Options per query.
         model: A name in :data:`~botorch_pref.models.factories.MODEL_FACTORIES` or a
-            :data:`~botorch_pref.models.factories.ModelFactory`.
+            :data:`~botorch_pref.models.factories.ModelFactory`, resolved to the factory:
+            ``"laplace"`` and ``"laplace-box"`` to a :class:`LaplaceFactory` (with the loop's
+            kernel, and its inference resolved for the answers).
         answers: ``"choice"``, ``"pairs"`` or ``"auto"`` (how ``q > 2`` answers are modelled).
         ties: Accept "no preference" answers to pairs (needs ``answers="pairs"``).
-        kernel: The Laplace models' base kernel: ``"rbf"``, ``"matern52"`` or ``"matern32"``
-            (see :func:`~botorch_pref.models.kernels.make_covar_module`); ``None``: the default
-            :data:`DEFAULT_KERNEL` for ``model="laplace"`` and ``"laplace-box"``, the factory's
-            own kernel for other models (resolved to ``None``).
-        inference: The Laplace models' posterior approximation: ``"laplace"`` or ``"ep"``
-            (expectation propagation, :mod:`botorch_pref.inference.ep`; probit pairs, with or
-            without ties). ``None``: :data:`DEFAULT_INFERENCE` for probit pairs without ties,
-            ``"laplace"`` for ties and other answers, and ``None`` for other models (their own).
         refit_every: After ``refit_all_until`` answers, refit every this many answers.
         refit_all_until: Refit after every answer up to this many answers.
         num_restarts: Acquisition optimiser restarts (``None``: :func:`acquisition_effort`).
@@ -130,8 +267,6 @@ class LoopConfig:
     model: str | ModelFactory = "laplace"
     answers: str = "auto"
     ties: bool = False
-    kernel: str | None = None
-    inference: str | None = None
     refit_every: int = 5
     refit_all_until: int = 30
     num_restarts: int | None = None
@@ -139,7 +274,6 @@ class LoopConfig:
     device: torch.device | str | None = None
     dtype: torch.dtype = torch.float64
     seed: int | None = None
-    factory: ModelFactory = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         values = _resolve(self)
@@ -148,10 +282,30 @@ class LoopConfig:
 
     @property
     def model_name(self) -> str:
-        """The model's name (a factory's ``__name__`` for a custom factory)."""
-        if isinstance(self.model, str):
-            return self.model
-        return getattr(self.model, "__name__", type(self.model).__name__)
+        """The model's name (a factory's ``__name__`` for a factory of one's own)."""
+        return _model_name(self.model)
+
+    @property
+    def packaged_model(self) -> bool:
+        """Whether the model is one the package names (``"laplace"``, ``"laplace-box"``,
+        ``"pairwisegp"``), not a factory of one's own."""
+        return isinstance(self.model, LaplaceFactory) or self.model is pairwisegp_model
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The keyword settings that rebuild the config with its ``dim`` and ``q``: the model
+        by name with its factory's arguments (:data:`MODEL_SETTINGS`; ``None`` for other
+        models), then the other fields."""
+        factory = self.model if isinstance(self.model, LaplaceFactory) else None
+        values: dict[str, Any] = {
+            "model": self.model_name if self.packaged_model else self.model,
+            "kernel": None if factory is None else factory.kernel,
+            "inference": None if factory is None else factory.inference,
+        }
+        for f in dataclasses.fields(self):
+            if f.name not in ("dim", "q", "model"):
+                values[f.name] = getattr(self, f.name)
+        return values
 
     @property
     def tkwargs(self) -> dict[str, Any]:
@@ -179,13 +333,20 @@ class LoopConfig:
         return PairwiseProbit(tie_threshold=0.5) if self.ties else None
 
     def model_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of the model factory besides the data (likelihood, kernel, and
-        posterior approximation: passed explicitly, the model class's defaults differ)."""
+        """Keyword arguments of the model factory besides the data: the likelihood, where the
+        answers need one other than the model's default probit."""
         likelihood = self.likelihood()
-        kwargs: dict[str, Any] = {} if likelihood is None else {"likelihood": likelihood}
-        if self.kernel is not None:  # a Laplace model's: given even where it is the default
-            kwargs.update(base_kernel=self.kernel, inference=self.inference)
-        return kwargs
+        return {} if likelihood is None else {"likelihood": likelihood}
+
+
+def _model_name(model: Any) -> str:
+    if isinstance(model, str):
+        return model
+    if isinstance(model, LaplaceFactory):
+        return model.name
+    if model is pairwisegp_model:
+        return "pairwisegp"
+    return getattr(model, "__name__", type(model).__name__)
 
 
 def _resolve(config: LoopConfig) -> dict[str, Any]:
@@ -195,28 +356,28 @@ def _resolve(config: LoopConfig) -> dict[str, Any]:
     q = positive_int(config.q, "q")
     if q < 2:
         raise ValueError(f"A query needs q >= 2 options, got q = {config.q}.")
-    answers, ties = _answers(config, q)
-    laplace = config.model in LAPLACE_MODELS
+    model = _factory(config.model)
+    answers, ties = _answers(config, q, model)
+    if isinstance(model, LaplaceFactory):
+        model = model.for_answers(answers, ties)
     seed = config.seed
     seed = int(torch.randint(0, 2**62, (1,)).item()) if seed is None else seed
     optional = {"num_restarts": config.num_restarts, "raw_samples": config.raw_samples}
     return {
         "dim": positive_int(config.dim, "dim"),
         "q": q,
+        "model": model,
         "answers": answers,
         "ties": ties,
-        "kernel": _kernel(config, laplace),
-        "inference": _inference(config, laplace, answers, ties),
         "refit_every": positive_int(config.refit_every, "refit_every"),
         "refit_all_until": nonnegative_int(config.refit_all_until, "refit_all_until"),
         **{k: v if v is None else positive_int(v, k) for k, v in optional.items()},
         "device": torch.device(config.device if config.device is not None else "cpu"),
         "seed": nonnegative_int(seed, "seed"),
-        "factory": _factory(config.model),
     }
 
 
-def _answers(config: LoopConfig, q: int) -> tuple[str, bool]:
+def _answers(config: LoopConfig, q: int, model: ModelFactory) -> tuple[str, bool]:
     """The validated ``(answers, ties)`` of ``config`` for ``q`` options per query."""
     answers = config.answers
     if answers not in ("auto", "choice", "pairs"):
@@ -228,7 +389,7 @@ def _answers(config: LoopConfig, q: int) -> tuple[str, bool]:
             "ties=True needs answers='pairs': no tie model is defined for choices among "
             "more than two options."
         )
-    if (answers == "choice" or ties) and config.model == "pairwisegp":
+    if (answers == "choice" or ties) and model is pairwisegp_model:
         raise ValueError(
             "model='pairwisegp' models pairs only; use answers='pairs' and ties=False, "
             "or model='laplace'."
@@ -236,49 +397,15 @@ def _answers(config: LoopConfig, q: int) -> tuple[str, bool]:
     return answers, ties
 
 
-def _kernel(config: LoopConfig, laplace: bool) -> str | None:
-    """The validated base kernel of ``config``: ``None`` for models other than the Laplace
-    ones."""
-    kernel = config.kernel
-    if kernel is None:
-        return DEFAULT_KERNEL if laplace else None
-    if kernel not in BASE_KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(BASE_KERNELS)}, got {kernel!r}.")
-    if not laplace:
-        raise ValueError(
-            f"kernel={kernel!r} needs model='laplace' or 'laplace-box', got {config.model_name!r}."
-        )
-    return kernel
-
-
-def _inference(config: LoopConfig, laplace: bool, answers: str, ties: bool) -> str | None:
-    """The validated posterior approximation of ``config`` (``answers`` and ``ties`` resolved):
-    ``None`` for models other than the Laplace ones."""
-    inference = config.inference
-    if inference is not None and inference not in INFERENCES:
-        raise ValueError(f"inference must be one of {', '.join(INFERENCES)}, got {inference!r}.")
-    if not laplace:
-        if inference not in (None, "laplace"):
-            raise ValueError(
-                f"inference={inference!r} needs model='laplace' or 'laplace-box', got "
-                f"{config.model_name!r}."
-            )
-        return None
-    if inference is None:
-        return DEFAULT_INFERENCE if answers == "pairs" and not ties else "laplace"
-    if inference == "ep" and answers != "pairs":
-        raise ValueError(
-            "inference='ep' needs probit pair answers (answers='pairs'); use inference='laplace'."
-        )
-    return inference
-
-
 def _factory(model: Any) -> ModelFactory:
+    """The factory of ``model``: a :class:`LaplaceFactory` for the Laplace models' names."""
     if isinstance(model, str):
         if model not in MODEL_FACTORIES:
             raise ValueError(
                 f"model must be one of {', '.join(MODEL_FACTORIES)} or a factory; got {model!r}."
             )
+        if model in LAPLACE_MODELS:
+            return LaplaceFactory(box=model == "laplace-box")
         return MODEL_FACTORIES[model]
     if callable(model):
         return model

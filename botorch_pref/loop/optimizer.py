@@ -52,7 +52,7 @@ from botorch_pref.loop.history import (
     check_query,
 )
 from botorch_pref.loop.hyperparameters import Hyperparameters
-from botorch_pref.loop.policy import CONFIG_SETTINGS, QueryPolicy, configure
+from botorch_pref.loop.policy import QueryPolicy, configure
 from botorch_pref.loop.state import LoopState
 from botorch_pref.runtime import with_problem_threads
 
@@ -94,14 +94,15 @@ class PreferenceOptimizer:
         q: Options per query (2 for EUBO and champion-challenger).
         policy: A :class:`~botorch_pref.loop.policy.QueryPolicy` of one's own.
         **settings: The run's settings, :class:`~botorch_pref.loop.config.LoopConfig`'s fields
-            (``model``, ``answers``, ``ties``, ``kernel``, ``inference``, ``refit_every``,
-            ``refit_all_until``, ``num_restarts``, ``raw_samples``, ``device`` (default:
-            ``bounds``'s), ``dtype``, ``seed``), and without ``policy`` the arguments of
-            :func:`~botorch_pref.loop.policy.strategy_policy` (``n_initial``, ``mc_samples``,
-            ``champion_variant``, ``local_every``, ``local_radius``, ``local_when``,
-            ``lookahead_every``). All are in :data:`~botorch_pref.loop.policy.SETTINGS`; their
-            defaults, and why, are :mod:`~botorch_pref.loop.config`'s and
-            :mod:`~botorch_pref.loop.policy`'s.
+            (``model``, ``answers``, ``ties``, ``refit_every``, ``refit_all_until``,
+            ``num_restarts``, ``raw_samples``, ``device`` (default: ``bounds``'s), ``dtype``,
+            ``seed``), the Laplace model factory's arguments (``kernel``, ``inference``:
+            :class:`~botorch_pref.loop.config.LaplaceFactory`), and without ``policy`` the
+            arguments of :func:`~botorch_pref.loop.policy.strategy_policy` (``n_initial``,
+            ``mc_samples``, ``champion_variant``, ``local_every``, ``local_radius``,
+            ``local_when``, ``lookahead_every``). All are in
+            :data:`~botorch_pref.loop.policy.SETTINGS`; their defaults, and why, are
+            :mod:`~botorch_pref.loop.config`'s and :mod:`~botorch_pref.loop.policy`'s.
 
     Attributes:
         config: The resolved :class:`~botorch_pref.loop.config.LoopConfig`.
@@ -142,11 +143,15 @@ class PreferenceOptimizer:
     @property
     def settings(self) -> dict[str, Any]:
         """The keyword arguments that rebuild this optimiser with ``bounds`` (``strategy``,
-        ``q``, the config's settings, and the policy's when ``strategy=`` built it)."""
+        ``q``, the config's settings with the model factory's, and the policy's when
+        ``strategy=`` built it)."""
         cfg = self.config
-        values = {"strategy": self.policy.strategy, "q": cfg.q}
-        values.update({name: getattr(cfg, name) for name in CONFIG_SETTINGS})
-        return {**values, **self.policy.settings}
+        return {
+            "strategy": self.policy.strategy,
+            "q": cfg.q,
+            **cfg.settings,
+            **self.policy.settings,
+        }
 
     # -------------------------------------------------------------- properties
     @property

@@ -71,9 +71,8 @@ import dataclasses
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
-from botorch.acquisition import AcquisitionFunction
 from torch import Tensor
 
 from botorch_pref.acquisition import (
@@ -83,8 +82,14 @@ from botorch_pref.acquisition import (
     make_qeubo,
 )
 from botorch_pref.acquisition.local import LocalBox, local_box, near_boundary
-from botorch_pref.loop.backends import Backend, ModelGroup
-from botorch_pref.loop.config import LoopConfig, nonnegative_int, positive_int
+from botorch_pref.loop.backends import Acquisition, Backend, ModelGroup
+from botorch_pref.loop.config import (
+    MODEL_SETTINGS,
+    LoopConfig,
+    model_from_settings,
+    nonnegative_int,
+    positive_int,
+)
 from botorch_pref.loop.seeding import Stream, derived_seed
 
 __all__ = [
@@ -94,7 +99,6 @@ __all__ = [
     "SETTINGS",
     "STRATEGIES",
     "Acquire",
-    "Acquisition",
     "Initial",
     "Local",
     "Lookahead",
@@ -136,25 +140,6 @@ class StateView(Protocol):
 
     def top_compared(self, members: Sequence[int], k: int) -> Tensor:
         """Each member's ``k`` compared designs with the highest posterior means."""
-
-
-class Acquisition(NamedTuple):
-    """What an acquisition step asks the optimiser to maximise.
-
-    Attributes:
-        acqf: The acquisition function on the unit cube (a ``LocalBox`` maps its maximiser
-            into the box with ``to_box``).
-        q_opt: The number of points it places.
-        champions: Each member's champion (its index among the member's designs) for a query
-            that compares the champion, else ``None``.
-        initial: ``members x m x q_opt x d`` candidates the optimiser starts from besides its
-            raw samples, or ``None``.
-    """
-
-    acqf: AcquisitionFunction
-    q_opt: int
-    champions: list[int] | None = None
-    initial: Tensor | None = None
 
 
 class Step:
@@ -476,7 +461,7 @@ def strategy_policy(
     lookahead_every = _schedule(
         lookahead_every,
         "lookahead_every",
-        DEFAULT_LOOKAHEAD_EVERY if lookahead and isinstance(config.model, str) else 0,
+        DEFAULT_LOOKAHEAD_EVERY if lookahead and config.packaged_model else 0,
         pairs and config.answers == "pairs",
         "lookahead queries are pairs answered by a pair likelihood: they need q = 2, "
         f"answers='pairs' and an acquisition strategy, {got}",
@@ -522,8 +507,8 @@ POLICY_SETTINGS = tuple(
     if p.kind is inspect.Parameter.KEYWORD_ONLY
 )
 #: Every keyword setting of a run besides ``strategy``, ``q`` and ``policy``: the config's,
-#: then the policy's.
-SETTINGS = CONFIG_SETTINGS + POLICY_SETTINGS
+#: the model factory's (:data:`~botorch_pref.loop.config.MODEL_SETTINGS`), then the policy's.
+SETTINGS = CONFIG_SETTINGS + MODEL_SETTINGS + POLICY_SETTINGS
 
 
 def configure(
@@ -541,7 +526,8 @@ def configure(
             not with ``policy``.
         q: Options per query.
         policy: A policy of one's own, or ``None``.
-        settings: The config's settings and, without ``policy``, the policy's.
+        settings: The config's settings, the model factory's and, without ``policy``, the
+            policy's.
 
     Raises:
         TypeError: For an unknown setting.
@@ -554,7 +540,12 @@ def configure(
     if policy is not None and (strategy is not None or shaping):
         given = ["strategy"] * (strategy is not None) + shaping
         raise ValueError(f"give either policy= or strategy= and its settings, got both: {given}.")
-    config = LoopConfig(dim, q, **{k: v for k, v in settings.items() if k in CONFIG_SETTINGS})
+    given = {k: v for k, v in settings.items() if k in CONFIG_SETTINGS}
+    model = settings.get("model", "laplace")
+    given["model"] = model_from_settings(
+        model, **{k: settings[k] for k in MODEL_SETTINGS if k in settings}
+    )
+    config = LoopConfig(dim, q, **given)
     if policy is None:
         shaped = {k: settings[k] for k in shaping}
         policy = strategy_policy("eubo" if strategy is None else strategy, config, **shaped)

@@ -48,8 +48,8 @@ from torch import Tensor
 from botorch_pref.acquisition.local import LocalBox
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.loop.answers import Answer, validate_answer
-from botorch_pref.loop.backends import BACKENDS, Backend, ModelGroup, seeded
-from botorch_pref.loop.config import LoopConfig
+from botorch_pref.loop.backends import BACKENDS, Acquisition, Backend, ModelGroup, seeded
+from botorch_pref.loop.config import LaplaceFactory, LoopConfig
 from botorch_pref.loop.history import (
     AnswerRecord,
     Extension,
@@ -63,7 +63,6 @@ from botorch_pref.loop.history import (
 from botorch_pref.loop.hyperparameters import Hyperparameters
 from botorch_pref.loop.policy import (
     LOOKAHEAD_DESIGNS,
-    Acquisition,
     QueryPolicy,
     Step,
     configure,
@@ -107,7 +106,7 @@ class LoopState:
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
-        if backend == "batched" and config.model not in ("laplace", "laplace-box"):
+        if backend == "batched" and not isinstance(config.model, LaplaceFactory):
             raise ValueError(
                 "the batched back end needs model='laplace' or 'laplace-box', got "
                 f"{config.model_name!r}."
@@ -119,7 +118,7 @@ class LoopState:
         self.seeds = [config.seed] if seeds is None else [int(s) for s in seeds]
         if not self.seeds:
             raise ValueError("seeds must name at least one member (or be None for one).")
-        self.backend: Backend = BACKENDS[backend]
+        self.backend: Backend = BACKENDS[backend](self.config)
         self.reset()
 
     @classmethod
@@ -217,14 +216,13 @@ class LoopState:
         """Every member's query of one step: ``members x q x d`` user units."""
         if step.random:
             return self._random(group.members, k)
-        acqf, q_opt, champions, initial = step.acquisition(self, group, k)
-        seeds = [self.seeds[r] for r in group.members]
-        X = self.backend.optimize(acqf, seeds, k, self.config, q_opt, initial=initial)
-        if isinstance(acqf, LocalBox):
-            X = acqf.to_box(X).clamp(0.0, 1.0)
+        acquisition = step.acquisition(self, group, k)
+        X = self.backend.optimize(acquisition, [self.seeds[r] for r in group.members], k)
+        if isinstance(acquisition.acqf, LocalBox):
+            X = acquisition.acqf.to_box(X).clamp(0.0, 1.0)
         X = self.from_unit(X)
-        if champions is not None:
-            first = self.designs_at(group.members, champions, unit=False)
+        if acquisition.champions is not None:
+            first = self.designs_at(group.members, acquisition.champions, unit=False)
             X = torch.cat([first.unsqueeze(-2), X], dim=-2)
         return X
 
@@ -401,7 +399,7 @@ class LoopState:
         for members in member_sets:
             X, data = self._inputs(members, ext)
             with seeded(self.seeds[members[0]], k, Stream.MODEL, cfg.device):
-                model, mll = cfg.factory(X, data, **cfg.model_kwargs())
+                model, mll = cfg.model(X, data, **cfg.model_kwargs())
             model.to(**cfg.tkwargs)
             group = ModelGroup(members, model, mll)
             if fit:
@@ -443,7 +441,7 @@ class LoopState:
         state = {name: v.clone() for name, v in group.mll.state_dict().items()}
         seeds = [self.seeds[r] for r in group.members]
         try:
-            self.backend.fit(group.mll, seeds, k, self.config)
+            self.backend.fit(group.mll, seeds, k)
             if not all(bool(torch.isfinite(p).all()) for p in group.mll.parameters()):
                 raise ModelFittingError("the fit ended at non-finite hyperparameters")
         except FIT_ERRORS as err:
@@ -513,14 +511,13 @@ class LoopState:
         Returns:
             ``members x d`` designs in the unit cube.
         """
-        cfg, k, members = self.config, self.n_answers, group.members
+        k, members = self.n_answers, group.members
         seeds = [self.seeds[r] for r in members]
         starts = self.top_compared(members, LOOKAHEAD_DESIGNS).unsqueeze(-2)  # members x k x 1 x d
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            x = self.backend.optimize(
-                PosteriorMean(group.model), seeds, k, cfg, 1, Stream.RECOMMEND, starts
-            )
+            mean = Acquisition(PosteriorMean(group.model), 1, initial=starts)
+            x = self.backend.optimize(mean, seeds, k, Stream.RECOMMEND)
         compared = self.designs_at(members, self.champions(members))
         X = torch.stack([compared, x[:, 0].clamp(0.0, 1.0)], dim=-2)  # members x 2 x d
         with torch.no_grad():

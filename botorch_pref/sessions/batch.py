@@ -193,7 +193,7 @@ def group_key(session: Session, answers: int) -> tuple[str, int] | None:
 def _batchable(config: LoopConfig) -> bool:
     # every random draw of a batched step is the member's own (qEUBO's base samples too), so
     # a session's query depends on the sessions stepped with it only through rounding
-    return config.model in BATCHED_MODELS
+    return config.model_name in BATCHED_MODELS
 
 
 def _compatible(session: Session) -> str:
