@@ -18,7 +18,7 @@ from botorch_pref import demo
 from botorch_pref.cli import main
 from botorch_pref.sessions import QueryNotPendingError, Session
 from botorch_pref.sessions import model as session_model
-from botorch_pref.sessions.batch import ask_together
+from botorch_pref.web.batching import ask_together
 
 from .helpers import same_recommendation
 
@@ -48,7 +48,7 @@ def test_a_skipped_query_of_a_batched_step_is_not_asked_again(tmp_path):
     saw the query they had just skipped."""
     sessions = _pair_sessions(tmp_path / "s.db")
     try:
-        skipped = ask_together(sessions)[0]
+        skipped = ask_together(sessions)[0].query
         sessions[0].answer(skipped.id, skip=True)
         again = sessions[0].ask()
         assert _gap(again.options, skipped.options) > 0.01

@@ -178,8 +178,8 @@ def test_answer_replay_second_tab_and_undo(served):
         assert r.status_code == 409 and "already answered" in r.text
         assert answers(served.path, "alice") == n0 + 1
         with Session.open(served.path, "alice") as s:
-            last = s.history()[-1].answer
-        assert (last.query_id, last.kind, last.winner) == (qid, "winner", 1)
+            last = s.history()[-1].stored
+        assert (last.query_id, last.answer.kind, last.answer.winner) == (qid, "winner", 1)
         # a tie and a skip
         for choice in ("tie", "skip"):
             page = wait_for_query(c, token)

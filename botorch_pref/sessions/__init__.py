@@ -41,7 +41,7 @@ from botorch_pref.sessions.records import (
     StoredRecommendation,
 )
 from botorch_pref.sessions.schema import SCHEMA_VERSION
-from botorch_pref.sessions.session import Session
+from botorch_pref.sessions.session import Session, Shown
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -60,6 +60,7 @@ __all__ = [
     "SessionExistsError",
     "SessionNotFoundError",
     "SessionSummary",
+    "Shown",
     "StoredAnswer",
     "StoredRecommendation",
 ]

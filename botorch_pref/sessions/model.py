@@ -16,7 +16,7 @@ it agree with that process's up to rounding (the mode is found from another star
 A query with a standing skip or tie is never proposed twice: uniformly random options (seeded by
 the session's seed and the numbers of answers) are asked instead. Options count as the same when
 they differ by at most :data:`SAME_OPTION_TOL` of each parameter's range, so a query a batched step
-made (see :mod:`~botorch_pref.sessions.batch`) is not asked again when the session's own optimiser
+made (see :mod:`~botorch_pref.web.batching`) is not asked again when the session's own optimiser
 reaches it up to rounding.
 """
 

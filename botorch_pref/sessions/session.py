@@ -17,6 +17,8 @@ optimiser.
 lock held, then stores it in one short ``BEGIN IMMEDIATE`` transaction if the answers did not
 change meanwhile (else it generates again): other sessions in the same file never wait for a
 query to be generated, and processes asking one session at once all get the same query.
+:meth:`Session.ask_and_recommend` does the same and gives the recommendation from that one
+snapshot too, without reading the session again.
 
 Example:
     >>> s = Session.create("study.db", "alice", {"sweetness": (0, 10), "sourness": (0, 5)},
@@ -33,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from botorch_pref.loop import (
     STRATEGIES,
@@ -46,7 +48,7 @@ from botorch_pref.loop import (
 from botorch_pref.sessions import exchange, export
 from botorch_pref.sessions.connection import Closing
 from botorch_pref.sessions.errors import SessionError
-from botorch_pref.sessions.model import Proposal, SessionModel
+from botorch_pref.sessions.model import NextQuery, Proposal, SessionModel
 from botorch_pref.sessions.records import (
     HistoryEntry,
     Progress,
@@ -66,11 +68,24 @@ from botorch_pref.sessions.settings import (
 )
 from botorch_pref.sessions.store import Store
 
-__all__ = ["ASK_ATTEMPTS", "Session"]
+__all__ = ["ASK_ATTEMPTS", "Session", "Shown"]
 
 #: How many times :meth:`Session.ask` generates a query with no lock held before it generates
 #: one under the write lock (when another process keeps answering the same session meanwhile).
 ASK_ATTEMPTS = 3
+
+
+class Shown(NamedTuple):
+    """A query shown now, with the recommendation from the answers it was shown after.
+
+    Attributes:
+        query: The query (pending, its show recorded).
+        best: The compared design with the highest posterior mean after those answers, or
+            ``None`` before the first choice.
+    """
+
+    query: Query
+    best: Recommendation | None
 
 
 def _read_only(path: str, doc: str) -> property:
@@ -268,7 +283,7 @@ class Session(Closing):
         return it, or ``None`` (nothing written) when none is pending."""
         return self._store.show_query(self._row)
 
-    def ask(self) -> Query:
+    def ask(self, state: SessionState | None = None) -> Query:
         """The query to show now: the pending one if any, else a new one (stored first).
 
         The time it is returned is recorded as its show time (response times count from it). A
@@ -279,26 +294,62 @@ class Session(Closing):
         query is generated, :data:`ASK_ATTEMPTS` times in a row, is the next query generated
         under the write lock, so that every process makes progress.
 
+        Args:
+            state: A snapshot just read (:meth:`state`), taken for the first attempt instead of
+                reading one (the default); a later attempt reads its own.
+
         Returns:
             The query.
         """
+        return self._ask(state)[0]
+
+    def ask_and_recommend(self, state: SessionState | None = None) -> Shown:
+        """:meth:`ask`, and the recommendation from the snapshot the query was shown from.
+
+        The recommendation is the one stored with the last generated query when it is current
+        (the one stored now with a new query, when there is one), else the model's (see
+        :meth:`recommendation`): the session is not read again.
+
+        Args:
+            state: As for :meth:`ask`.
+
+        Returns:
+            The query and the recommendation.
+        """
+        query, used, made = self._ask(state)
+        return Shown(query, self._recommendation(used, made))
+
+    def _ask(
+        self, state: SessionState | None
+    ) -> tuple[Query, SessionState, StoredRecommendation | None]:
+        """:meth:`ask`, with the snapshot the query was shown from and the recommendation
+        stored with it when the query is new."""
         for _ in range(ASK_ATTEMPTS):
-            shown = self._ask_once()
+            state = self.state() if state is None else state
+            shown, made = self._show(state)
             if shown is not None:
-                return shown
+                return shown, state, made
+            state = None  # the answers changed: the next attempt reads them
         with self._store.connection.write():
-            shown = self._ask_once()
-        return shown
+            state = self.state()
+            shown, made = self._show(state)
+        return shown, state, made
 
-    def _ask_once(self) -> Query | None:
-        """Show the pending query, or generate one and store it if the answers did not change."""
-        state = self.state()
+    def _show(self, state: SessionState) -> tuple[Query | None, StoredRecommendation | None]:
+        """Show the pending query of ``state``, or generate one and store it if the answers
+        did not change; with the recommendation stored with it."""
         if state.pending_id is not None:
-            return self._store.show_query(self._row)
-        nxt = self._model.next_query(state)
-        return self._store.show_query(self._row, nxt.designs, state.version, nxt.fit, nxt.best)
+            return self._store.show_query(self._row), None
+        return self._store_next(state, self._model.next_query(state))
 
-    def ask_proposed(self, state: SessionState, proposal: Proposal) -> Query | None:
+    def _store_next(
+        self, state: SessionState, nxt: NextQuery
+    ) -> tuple[Query | None, StoredRecommendation | None]:
+        """Store ``nxt``, made from ``state``, if the answers did not change; show it."""
+        shown = self._store.show_query(self._row, nxt.designs, state.version, nxt.fit, nxt.best)
+        return shown, nxt.best
+
+    def ask_proposed(self, state: SessionState, proposal: Proposal) -> Shown | None:
         """Store a query made for this session by a step shared with other sessions.
 
         The session's optimiser takes the step's fit (no fit of its own), and the query is
@@ -310,13 +361,14 @@ class Session(Closing):
             proposal: The query and the fit.
 
         Returns:
-            The stored query shown now, or ``None`` when ``state`` has a pending query or the
+            The stored query shown now with the recommendation (as
+            :meth:`ask_and_recommend`), or ``None`` when ``state`` has a pending query or the
             answers changed since (then :meth:`ask` makes the query).
         """
         if state.pending_id is not None:
             return None
-        nxt = self._model.next_query(state, proposal)
-        return self._store.show_query(self._row, nxt.designs, state.version, nxt.fit, nxt.best)
+        shown, made = self._store_next(state, self._model.next_query(state, proposal))
+        return None if shown is None else Shown(shown, self._recommendation(state, made))
 
     def replay_input(self, state: SessionState) -> tuple[list[QueryRecord], Hyperparameters | None]:
         """What another optimiser needs to reach this session's state before its next query.
@@ -355,13 +407,33 @@ class Session(Closing):
         """
         state = self.state()
         choices = self._model.choices(state)
-        stored = state.recommendation
-        if stored is not None and (
-            stored.n_answers > len(choices)
-            or choices[stored.n_answers - 1].id != stored.last_answer_id
-        ):
-            stored = None
+        stored = state.recommendation if _stands(state.recommendation, choices) else None
         return stored, len(choices)
+
+    def recommendation(self, state: SessionState | None = None) -> Recommendation | None:
+        """The recommendation after the standing choices, built only when none is stored.
+
+        It is the one stored with the last generated query when that is current (made after
+        exactly the choices that stand), else :meth:`best` (which builds the model).
+
+        Args:
+            state: A snapshot (default: read one now).
+
+        Returns:
+            The recommendation, or ``None`` before the first choice.
+        """
+        return self._recommendation(self.state() if state is None else state, None)
+
+    def _recommendation(
+        self, state: SessionState, made: StoredRecommendation | None
+    ) -> Recommendation | None:
+        """:meth:`recommendation` from ``state``, or ``made`` (stored after ``state`` was read)
+        when the stored one of ``state`` is not current and ``made`` is."""
+        choices = self._model.choices(state)
+        for stored in (state.recommendation, made):
+            if stored is not None and stored.n_answers == len(choices) and _stands(stored, choices):
+                return stored.recommendation
+        return self._model.best(state) if choices else None
 
     # ----------------------------------------------------------------- answers
     def answer(
@@ -525,3 +597,12 @@ class Session(Closing):
             data = source if isinstance(source, Mapping) else list(source)
             records = exchange.parse_comparisons(data, self.parameters)
         return len(self._store.import_comparisons(self._row, records))
+
+
+def _stands(stored: StoredRecommendation | None, choices: Sequence[StoredAnswer]) -> bool:
+    """Whether a stored recommendation was made after a prefix of ``choices`` (all still stand)."""
+    return (
+        stored is not None
+        and stored.n_answers <= len(choices)
+        and choices[stored.n_answers - 1].id == stored.last_answer_id
+    )

@@ -15,6 +15,8 @@ follow their progress, see the results and download the exports. Modules:
 * :mod:`~botorch_pref.web.server_state` — what the routes share: settings, tokens, nonces, checks;
 * :mod:`~botorch_pref.web.workers` and :mod:`~botorch_pref.web.held` — query preparation off
   the request path, in worker processes that hold the sessions' models;
+* :mod:`~botorch_pref.web.batching` — the next queries of several sessions in one batched step
+  of the loop, for the workers;
 * :mod:`~botorch_pref.web.renderers` and :mod:`~botorch_pref.web.colour` — drawing options;
 * :mod:`~botorch_pref.web.nonces` — single-use form nonces, signed so they outlive a restart;
 * :mod:`~botorch_pref.web.security` — body limit and security headers;

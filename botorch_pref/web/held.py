@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from botorch_pref.loop import LoopState, Recommendation
 from botorch_pref.sessions import Session
-from botorch_pref.sessions.batch import ask_together, group_key
+from botorch_pref.web.batching import ask_together, group_key
 
 __all__ = [
     "Prepared",
@@ -161,10 +161,7 @@ def recommendation(session: Session) -> Recommendation | None:
     Returns:
         The recommendation, or ``None`` before the first choice.
     """
-    stored, choices = session.stored_best()
-    if stored is not None and stored.n_answers == choices:
-        return stored.recommendation
-    return session.best() if choices else None
+    return session.recommendation()
 
 
 def prepare(name: str) -> Prepared:
@@ -172,7 +169,8 @@ def prepare(name: str) -> Prepared:
 
     :meth:`~botorch_pref.sessions.Session.ask` generates the query from a snapshot with no
     lock held and stores it, with the recommendation of the same model, in one short
-    transaction; the recommendation is read back from what was stored.
+    transaction; the recommendation returned is the one stored, from the same snapshot (the
+    session's state is read once).
 
     Args:
         name: The session's name.
@@ -187,9 +185,10 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
     """:func:`prepare` for several sessions, the new queries of compatible ones made together.
 
     The sessions that need a new query get it from
-    :func:`~botorch_pref.sessions.batch.ask_together` (one batched step for each group of
-    compatible sessions, :meth:`~botorch_pref.sessions.Session.ask` for the others); when that
-    fails, each session is prepared on its own, so that one session's error is its own.
+    :func:`~botorch_pref.web.batching.ask_together` (one batched step for each group of
+    compatible sessions, :meth:`~botorch_pref.sessions.Session.ask_and_recommend` for the
+    others); when that fails, each session is prepared on its own, so that one session's error
+    is its own.
 
     A session of ``may_wait`` is left waiting (a result with ``waiting``, and ``wait_for``
     the sessions it waits for) when it is level with, or ahead of, sessions with the same
@@ -197,7 +196,7 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
     answers, or ahead of sessions asked now (by at most :data:`MAX_AHEAD` answers): while it
     waits, those catch up with it, and the next steps are shared. A session alone in its
     group, one answer ahead of or behind sessions stepped together now, may also be left
-    waiting (see :func:`~botorch_pref.sessions.batch.ask_together`).
+    waiting (see :func:`~botorch_pref.web.batching.ask_together`).
 
     Args:
         names: The sessions' names, distinct.
@@ -218,7 +217,7 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
             if progress.pending or not progress.done:
                 asking.append((name, s, progress.answered))
             else:
-                results[name] = _prepared(s, None, progress.answered, begin)
+                results[name] = _prepared(None, recommendation(s), progress.answered, begin)
         except Exception as err:  # SessionError and anything else: shown on the page
             results[name] = _failed(name, err, begin)
     joining = _joining(asking, may_wait)
@@ -228,13 +227,13 @@ def prepare_many(names: list[str], may_wait: Collection[str] = ()) -> list[Prepa
         queries = ask_together([s for _, s, _ in asking], _HELD.steps, wait)
     except Exception:  # one at a time, each with its own error
         queries, wait = [None] * len(asking), []
-    for i, ((name, s, answered), query) in enumerate(zip(asking, queries, strict=True)):
-        if query is None and i in wait:
+    for i, ((name, s, answered), shown) in enumerate(zip(asking, queries, strict=True)):
+        if shown is None and i in wait:
             joining.append((name, s, answered))
             continue
         try:
-            query = s.ask() if query is None else query
-            results[name] = _prepared(s, query.id, answered, begin)
+            shown = s.ask_and_recommend() if shown is None else shown
+            results[name] = _prepared(shown.query.id, shown.best, answered, begin)
             _HELD.coming[name] = answered + 1
         except Exception as err:
             results[name] = _failed(name, err, begin)
@@ -278,8 +277,10 @@ def _coming(session: Session, answers: int) -> tuple[str, ...]:
     )
 
 
-def _prepared(s: Session, query_id: int | None, answered: int, begin: float) -> Prepared:
-    return Prepared(query_id, recommendation(s), answered, seconds=time.perf_counter() - begin)
+def _prepared(
+    query_id: int | None, best: Recommendation | None, answered: int, begin: float
+) -> Prepared:
+    return Prepared(query_id, best, answered, seconds=time.perf_counter() - begin)
 
 
 def _failed(name: str, err: Exception, begin: float) -> Prepared:

@@ -10,7 +10,7 @@ holds the session's :class:`~botorch_pref.sessions.Session` and so its model, re
 incrementally from the stored answers (see :mod:`botorch_pref.web.held`). A worker prepares
 the sessions queued for it together: while it works, the sessions answered meanwhile queue up,
 and it takes them all (at most ``batch``) in its next step, where the compatible ones get their
-queries from one batched step of the loop (:func:`~botorch_pref.sessions.batch.ask_together`);
+queries from one batched step of the loop (:func:`~botorch_pref.web.batching.ask_together`);
 with many people answering at once, that costs a worker little more than one query. So that a
 worker's sessions stay in one group instead of splitting into groups with different numbers of
 answers that take turns, a session level with or ahead of others with the same settings may

@@ -48,8 +48,8 @@ from botorch_pref.loop import (
 from botorch_pref.loop.history import check_bounds, check_query, same_record
 from botorch_pref.loop.policy import configure
 from botorch_pref.sessions.model import Proposal
-from botorch_pref.sessions.records import Query, SessionState
-from botorch_pref.sessions.session import Session
+from botorch_pref.sessions.records import SessionState
+from botorch_pref.sessions.session import Session, Shown
 
 __all__ = [
     "BATCHED_MODELS",
@@ -85,11 +85,14 @@ def ask_together(
     sessions: Sequence[Session],
     steps: dict[tuple[str, ...], LoopState] | None = None,
     may_wait: Collection[int] = (),
-) -> list[Query | None]:
+) -> list[Shown | None]:
     """Every session's query to show now: the pending one, else a new one (stored first).
 
-    Like :meth:`Session.ask <botorch_pref.sessions.Session.ask>` for each session, with the
-    new queries of compatible sessions made in one batched step (see the module docstring).
+    Like :meth:`Session.ask_and_recommend
+    <botorch_pref.sessions.Session.ask_and_recommend>` for each session, with the new
+    queries of compatible sessions made in one batched step (see the module docstring). Each
+    session is read once (one snapshot gives its member of the step, its query and its
+    recommendation); it is read again only when its answers changed meanwhile.
 
     Args:
         sessions: Open sessions, distinct.
@@ -103,7 +106,7 @@ def ask_together(
             step instead of a step of their own, then and after).
 
     Returns:
-        Their queries, in order (``None`` for those left waiting).
+        Their queries with their recommendations, in order (``None`` for those left waiting).
     """
     states = [s.state() for s in sessions]
     members = [_member(s, st) for s, st in zip(sessions, states, strict=True)]
@@ -134,10 +137,13 @@ def ask_together(
         proposals.update(zip(group, made, strict=True))
     if steps is not None:
         _keep(steps, kept)
-    queries: list[Query | None] = []
+    queries: list[Shown | None] = []
     for i, s in enumerate(sessions):
-        shown = s.ask_proposed(states[i], proposals[i]) if i in proposals else None
-        queries.append(shown if shown is not None or i in waiting else s.ask())
+        if i in proposals:  # None: the answers changed since the snapshot, which is stale
+            shown = s.ask_proposed(states[i], proposals[i]) or s.ask_and_recommend()
+        else:
+            shown = None if i in waiting else s.ask_and_recommend(states[i])
+        queries.append(shown)
     return queries
 
 

@@ -1,4 +1,4 @@
-"""Several sessions' next queries in one batched step (``botorch_pref.sessions.batch``)."""
+"""Several sessions' next queries in one batched step (``botorch_pref.web.batching``)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,18 @@ from botorch_pref.models.evidence import LaplaceEvidence
 from botorch_pref.models.factories import laplace_model
 from botorch_pref.optim import fit_evidence_batched
 from botorch_pref.sessions import Session
-from botorch_pref.sessions.batch import Member, ask_together, group_key, propose_together
+from botorch_pref.web import batching
+from botorch_pref.web.batching import Member, group_key, propose_together
+from tests.helpers import same_recommendation
 
 PARAMS = {"a": (0.0, 1.0), "b": (-1.0, 1.0), "c": (0.0, 2.0)}
+
+
+def ask_together(*args, **kwargs) -> list:
+    """The queries :func:`~botorch_pref.web.batching.ask_together` shows (``None``: waiting)."""
+    return [
+        None if shown is None else shown.query for shown in batching.ask_together(*args, **kwargs)
+    ]
 
 
 def _answer(s: Session, query, target: np.ndarray) -> None:
@@ -153,9 +162,12 @@ def test_ask_together_stores_queries_fits_and_resumes_exactly(tmp_path):
     together, alone = _sessions(path, 3), _sessions(alone_path, 3)
     targets = [np.array([0.2 + 0.2 * i, 0.1, 1.0]) for i in range(3)]
     for step in range(7):
-        queries = ask_together(together)
-        for s, alone_s, query, target in zip(together, alone, queries, targets, strict=True):
+        shown = batching.ask_together(together)
+        for s, alone_s, (query, best), target in zip(together, alone, shown, targets, strict=True):
             assert s.pending() == query  # stored before it is returned
+            assert same_recommendation(
+                best, s.recommendation()
+            )  # the one stored with it (None before a choice)
             if step < 3:  # random queries (n_initial = 3): the session's own
                 assert query.options == alone_s.ask().options
                 _answer(alone_s, alone_s.pending(), target)
