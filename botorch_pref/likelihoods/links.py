@@ -199,6 +199,9 @@ class PairwiseProbit(PairwiseLikelihood):
         u^2 r (\lambda_a - \lambda_b)^2`, where :math:`a < -100` (float64; -10 otherwise).
         """
         log_d, dr, curv = super()._interval_terms(a, b)
+        far = a < -_TIE_TAIL_THRESHOLD.get(a.dtype, 10.0)
+        if not bool(far.any()):  # the common case: skip the ratio form's work
+            return log_d, dr, curv
         lam_a, zl_a = probit_hazard(a)
         lam_b, zl_b = probit_hazard(b)
         log_r = torch.log(lam_a / lam_b) + 0.5 * (a - b) * (a + b)
@@ -207,7 +210,6 @@ class PairwiseProbit(PairwiseLikelihood):
         lam_diff = (zl_a - zl_b) - (a - b)  # lambda_a - lambda_b without cancelling
         tail_dr = lam_b + u * lam_diff
         tail_curv = u * (lam_a * zl_a - r * lam_b * zl_b) + u * u * r * lam_diff**2
-        far = a < -_TIE_TAIL_THRESHOLD.get(a.dtype, 10.0)
         return log_d, torch.where(far, tail_dr, dr), torch.where(far, tail_curv.clamp_min(0), curv)
 
     def tie_derivatives(

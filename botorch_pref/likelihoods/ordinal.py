@@ -250,6 +250,8 @@ class OrdinalAnswers:
         z = torch.where(top, x - c_lo, c_hi - x) / scale
         lp1, g1, h1 = self._link_terms(z)
         g1 = torch.where(top, g1, -g1)
+        if k == 2 or bool(one_sided.all()):  # no middle level: skip its work
+            return lp1, g1 / scale, h1 / (scale * scale)
         # middle levels, on the side where a + b <= 0 (safe values at the end levels, whose
         # interval is empty: they never reach a result or a gradient)
         a = (c_hi - x) / scale

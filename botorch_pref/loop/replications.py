@@ -245,7 +245,7 @@ def run_replications(
         problem=getattr(utility, "name", type(utility).__name__),
         strategy=policy.strategy,
         q=q,
-        answers=config.answers,
+        answers=config.answers.mode,
         n_initial=policy.n_initial,
         seeds=seeds,
         **trace,

@@ -1,0 +1,93 @@
+"""The cost of graded answers against binary answers about the same pairs, side by side.
+
+For random designs and pairs (a seeded synthetic utility), the same pairs are answered once as
+binary comparisons and once on a 5-level graded scale; the script times a cold mode search
+(``find_mode``), an evidence evaluation with its gradient, and a whole ``fit_gpytorch_mll``, for
+both, alternating them so machine load hits both alike, and prints medians and the ratio
+graded / binary with ``/proc/loadavg``.
+
+    python -m benchmarks.graded [--sizes 50:100 200:600] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+
+import torch
+from botorch.fit import fit_gpytorch_mll
+
+from botorch_pref import PairwiseLaplaceGP
+from botorch_pref.data import PreferenceData
+from botorch_pref.models.evidence import LaplaceEvidence
+
+
+def answers(n: int, m: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, PreferenceData]:
+    """Designs, binary answers and 5-level graded answers about the same ``m`` random pairs."""
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 2, generator=g, dtype=torch.float64)
+    u = -((X - 0.35) ** 2).sum(-1) * 6.0 + torch.sin(5 * X).sum(-1)
+    i = torch.randint(n, (m,), generator=g)
+    j = (i + torch.randint(1, n, (m,), generator=g)) % n
+    delta = u[i] - u[j] + 0.5 * torch.randn(m, generator=g, dtype=torch.float64)
+    binary = torch.stack([torch.where(delta > 0, i, j), torch.where(delta > 0, j, i)], -1)
+    cuts = delta.abs().quantile(torch.tensor([0.3, 0.7], dtype=torch.float64))
+    levels = torch.bucketize(delta, torch.cat([-cuts.flip(0), cuts]))
+    graded = PreferenceData(
+        torch.stack([i, j], -1),
+        torch.full((m,), 4),
+        torch.zeros(m, dtype=torch.long),
+        levels,
+        graded_levels=5,
+    )
+    return X, binary, graded
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def measure(n: int, m: int, repeats: int) -> dict[str, tuple[float, float]]:
+    """Median seconds ``(binary, graded)`` of a mode search, an evidence gradient and a fit."""
+    X, binary, graded = answers(n, m)
+    times: dict[str, list[list[float]]] = {"mode": [[], []], "evidence": [[], []], "fit": [[], []]}
+    for _ in range(repeats):
+        for slot, data in enumerate((binary, graded)):
+            model = PairwiseLaplaceGP(X, data)
+            K = model.covar_module(X).to_dense().detach().unsqueeze(0)
+            times["mode"][slot].append(_timed(lambda m=model, K=K: m.engine.find_mode(K)))
+
+            def evidence(model=model) -> None:
+                model._mode.snapshot = None  # find the mode again: the evidence's full cost
+                model.laplace_evidence().sum().backward()
+
+            times["evidence"][slot].append(_timed(evidence))
+            fresh = PairwiseLaplaceGP(X, data)
+            mll = LaplaceEvidence(fresh.likelihood, fresh)
+            times["fit"][slot].append(_timed(lambda mll=mll: fit_gpytorch_mll(mll)))
+    return {k: (statistics.median(b), statistics.median(g)) for k, (b, g) in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=["50:100", "200:600"])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    print("| n | m | step | binary (s) | graded (s) | graded / binary | loadavg |")
+    print("|---|---|---|---|---|---|---|")
+    for size in args.sizes:
+        n, m = (int(v) for v in size.split(":"))
+        result = measure(n, m, args.repeats)
+        with open("/proc/loadavg", encoding="ascii") as fh:
+            load = " ".join(fh.read().split()[:3])
+        for step, (b, g) in result.items():
+            print(f"| {n} | {m} | {step} | {b:.4f} | {g:.4f} | {g / b:.2f} | {load} |")
+
+
+if __name__ == "__main__":
+    main()
