@@ -283,10 +283,11 @@ def test_bad_strengths_and_ratings_in_an_import_are_named(db, tmp_path):
 
 
 # --------------------------------------------------------------------- terminal
-def _script(lines: list[str]):
+def _script(lines: list[str], prompts: list[str]):
     feed = iter(lines)
 
     def read(prompt: str) -> str:
+        prompts.append(prompt)
         try:
             return next(feed)
         except StopIteration:
@@ -307,16 +308,17 @@ def test_the_terminal_asks_for_the_strength_and_the_ratings(db):
             "s",
             "a", "q",  # quits at the scale: nothing saved
         ]  # fmt: skip
-        run_loop(s, read=_script(script), out=out)
-        text = out.getvalue()
+        prompts: list[str] = []
+        run_loop(s, read=_script(script, prompts), out=out)
+        text, asked = out.getvalue(), "\n".join(prompts)
         given = [(a.kind, a.winner, a.strength, a.ratings) for a in (h.answer for h in s.history())]
     assert given == [
         ("winner", 0, 1, (2, 0)), ("winner", 1, 2, None), ("tie", None, None, (1, 1)),
         ("winner", 1, None, (0, 2)), ("skip", None, None, None),
     ]  # fmt: skip
     assert "1  (a) much better" in text and "3  About the same" in text
-    assert "5  (b) much better" in text and "How much better is (a)?" in text
-    assert "Rate (a) (b) (1 bad, 2 fine, 3 good), Enter: none" in text
+    assert "5  (b) much better" in text and "How much better is (a)? 1-5, Enter" in asked
+    assert "Rate (a) (b) (1 bad, 2 fine, 3 good), Enter: none" in asked
     assert "Not on the scale: '9'" in text
     assert "Give one rating per option (2), got 3: '1 2 3'." in text
     assert "'x' is not a rating from 1 to 3." in text

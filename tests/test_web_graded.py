@@ -175,3 +175,16 @@ def test_the_admin_form_creates_a_graded_study(make_app, tmp_path):
         assert r.status_code == 400 and message in _error(r.text), (fields, _error(r.text))
     assert [s.name for s in Session.list(path)] == ["g", "five"]
     assert len(links(client.get("/admin").text)) == 2
+
+
+def test_graded_and_rated_sessions_are_stepped_one_at_a_time(tmp_path):
+    from botorch_pref.web.batching import group_key
+
+    path = tmp_path / "a.db"
+    for name, scales in (("b", {}), ("g", {"answers": "graded"}), ("r", {"ratings": 3})):
+        quick_session(path, name, **scales)
+    keys = {}
+    for name in ("b", "g", "r"):
+        with Session.open(path, name) as s:
+            keys[name] = group_key(s, 3)
+    assert keys["b"] is not None and keys["g"] is None and keys["r"] is None

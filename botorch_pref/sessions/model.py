@@ -272,8 +272,7 @@ def _record(stored: StoredAnswer, state: SessionState, ties: bool) -> QueryRecor
     query = torch.tensor(state.query(stored.query_id).options, dtype=torch.float64)
     a = stored.answer
     tie = ties and a.kind == "tie" and query.shape[0] == 2
-    graded = () if a.strength is None and a.ratings is None else (a.strength, a.ratings)
-    return QueryRecord(query, a.winner, a.ranking, tie, *graded)
+    return QueryRecord(query, a.winner, a.ranking, tie, a.strength, a.ratings)
 
 
 def _misses(opt: PreferenceOptimizer, fit: Hyperparameters) -> bool:

@@ -441,7 +441,7 @@ def _details(
         placed = _ask_strength(term, levels, labels, cmd.winner)
         if placed is None:
             return None
-        answer.update(winner=None, **placed)
+        answer.update({"winner": None, **placed})
     rating_levels = session.rating_levels
     if rating_levels is not None and cmd.action != "skip":
         ratings = _ask_ratings(term, rating_levels, labels)
