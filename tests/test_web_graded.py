@@ -188,3 +188,17 @@ def test_graded_and_rated_sessions_are_stepped_one_at_a_time(tmp_path):
         with Session.open(path, name) as s:
             keys[name] = group_key(s, 3)
     assert keys["b"] is not None and keys["g"] is None and keys["r"] is None
+
+
+def test_the_results_view_names_strengths_and_ratings(tmp_path):
+    from tests.test_web_helpers import ThreadServer
+
+    path = tmp_path / "a.db"
+    quick_session(path, "g", answers="graded", levels=5, ratings=3)
+    with Session.open(path, "g") as s:
+        s.answer(s.ask().id, winner=1, strength=2, ratings=[2, 0])
+        s.answer(s.ask().id, tie=True)
+    with ThreadServer(path) as server, server.client(admin=True) as c:
+        page = c.get("/admin/s/1").text
+    assert "winner 2 (much better); rated 1: 3, 2: 1" in page
+    assert re.search(r"<td>tie\s*</td>", page)
