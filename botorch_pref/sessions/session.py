@@ -140,6 +140,11 @@ class Session(Closing):
                 A new session with ``q = 2`` and a Laplace model models "no preference"
                 answers (``ties=True``) unless told otherwise; with ``q > 2`` an answer is a
                 choice among the options (``answers="choice"``, the optimiser's default).
+                ``answers="graded", levels=k`` asks how much better a pair's winner is, on a
+                scale of ``k`` levels (default 5: "A much better" .. "B much better", with
+                "about the same" in the middle of an odd scale, which then models ties);
+                ``ratings=k`` takes a rating of each option on ``k`` levels. Both are stored
+                resolved, so the session resumes with the same scales.
 
         Returns:
             The open session.

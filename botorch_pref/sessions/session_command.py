@@ -4,6 +4,8 @@ Examples::
 
     botorch-pref session create study.db alice --param sweetness:0:10 --param sourness:0:5 \\
         --strategy eubo --seed 0 --budget 30 --question "Which drink do you prefer?"
+    botorch-pref session create study.db bob --param sweetness:0:10 --answers graded \
+        --levels 5 --ratings 3                           # "how much better", and ratings
     botorch-pref session run study.db alice            # answer queries; q quits, run resumes
     botorch-pref session run study.db alice --text-renderer mypkg.show:describe
     botorch-pref session status study.db alice
@@ -106,7 +108,8 @@ def add_arguments(session: argparse.ArgumentParser) -> None:
         _with_session(cmd_run),
         "answer queries in the terminal",
         description="Show queries one by one and record the answers. Keys: a/b (or 1..q) "
-        "pick, s skip, t no preference, u undo, q quit, ? help.",
+        "pick, s skip, t no preference, u undo, q quit, ? help. A graded study then asks how "
+        "much better on its scale, a rated one for a rating of each option.",
     )
     run.add_argument(
         "--text-renderer",
