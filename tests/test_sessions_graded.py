@@ -346,3 +346,15 @@ def test_the_command_line_creates_a_graded_study(db, capsys):
         assert (s.levels, s.rating_levels, s.settings["ties"]) == (7, 5, True)
     assert main(["session", "status", str(db), "g"]) == 0
     assert "graded answers on 7 levels" in capsys.readouterr().out
+
+
+def test_the_ratings_of_a_tie_the_session_does_not_model_reach_the_model(db):
+    with Session.create(db, "r", PARAMS, ratings=3, ties=False, **QUICK) as s:
+        s.answer(s.ask().id, tie=True, ratings=[1, 2])
+        s.answer(s.ask().id, tie=True)  # no ratings: recorded, not modelled
+        s.answer(s.ask().id, winner=0, ratings=[2, 0])
+        records = s.optimizer.history
+    assert [(r.winner, r.tie, r.ratings) for r in records] == [
+        (None, False, (1, 2)),
+        (0, False, (2, 0)),
+    ]

@@ -15,6 +15,7 @@ import numpy as np
 
 from botorch_pref.checks import strict_int
 from botorch_pref.loop import PreferenceOptimizer
+from botorch_pref.loop.config import ANSWER_SETTINGS
 from botorch_pref.loop.policy import SETTINGS
 from botorch_pref.sessions.errors import SessionError
 from botorch_pref.sessions.export import CSV_COLUMNS
@@ -38,7 +39,7 @@ OPTIMIZER_OPTIONS = tuple(n for n in SETTINGS if n not in ("device", "dtype", "s
 _RESERVED_NAMES = frozenset(CSV_COLUMNS)
 #: The settings of graded answers and ratings a session stores resolved (``answers="graded"``
 #: without ``levels`` takes the loop's default scale; ties follow the scale's middle level).
-_ANSWER_SETTINGS = ("answers", "levels", "ratings", "ties")
+_ANSWER_SETTINGS = ("answers", *ANSWER_SETTINGS, "ties")
 #: Most characters of a session or parameter name.
 MAX_NAME = 200
 #: Most characters of a question shown above the options.
@@ -202,7 +203,7 @@ def check_settings(
         raise SessionError(f"Bad optimiser settings: {err}") from None
     names = ["kernel", "inference", "local_every", "local_when", "lookahead_every"]
     if graded or options.get("ratings") is not None:  # the scales as the loop resolved them
-        names += [n for n in _ANSWER_SETTINGS if n in opt.settings]
+        names += _ANSWER_SETTINGS
     resolved = {name: opt.settings[name] for name in names}
     s = opt.settings
     return {"strategy": s["strategy"], "q": s["q"], "seed": s["seed"], **options, **resolved}
