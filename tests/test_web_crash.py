@@ -151,7 +151,7 @@ def test_sigkill_while_answering_loses_and_duplicates_nothing(tmp_path, servers)
             pending[name] = s.pending()
         by_query: dict[int, list] = {}
         for h in history:
-            by_query.setdefault(h.answer.query_id, []).append(h.answer)
+            by_query.setdefault(h.stored.query_id, []).append(h.answer)
         assert all(len(v) == 1 for v in by_query.values()), "a query was answered twice"
         for qid, winner in successes[name]:
             assert qid in by_query, f"answer to query {qid} was acknowledged but lost"

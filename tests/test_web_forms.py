@@ -192,7 +192,7 @@ def _token(client: TestClient, name: str) -> str:
 def _retracted(path: Path, name: str) -> list[int]:
     """The query ids of the session's retracted answers."""
     with Session.open(path, name) as s:
-        return [h.answer.query_id for h in s.history() if h.answer.retracted_at is not None]
+        return [h.stored.query_id for h in s.history() if h.stored.retracted_at is not None]
 
 
 def _answer(client: TestClient, token: str, page: str) -> None:
@@ -333,7 +333,7 @@ def test_an_answer_to_a_withdrawn_question_says_so(make_app, tmp_path):
     assert r.status_code == 409
     assert "withdrawn" in _notice(r.text) and "already answered" not in r.text
     with Session.open(path, "s") as s:
-        assert [h.answer.query_id for h in s.history() if h.answer.retracted_at is None] == []
+        assert [h.stored.query_id for h in s.history() if h.stored.retracted_at is None] == []
 
 
 def test_an_answer_to_another_sessions_question_is_not_called_answered(make_app, tmp_path):
