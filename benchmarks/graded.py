@@ -52,9 +52,12 @@ def _timed(fn) -> float:
 
 
 def measure(n: int, m: int, repeats: int) -> dict[str, tuple[float, float]]:
-    """Median seconds ``(binary, graded)`` of a mode search, an evidence gradient and a fit."""
+    """Median seconds ``(binary, graded)`` of a mode search, an evidence gradient and a fit
+    (graded answers fit more hyperparameters, the thresholds, so their fits may take more
+    evaluations)."""
     X, binary, graded = answers(n, m)
-    times: dict[str, list[list[float]]] = {"mode": [[], []], "evidence": [[], []], "fit": [[], []]}
+    steps = ("mode", "evidence", "fit")
+    times: dict[str, list[list[float]]] = {step: [[], []] for step in steps}
     for _ in range(repeats):
         for slot, data in enumerate((binary, graded)):
             model = PairwiseLaplaceGP(X, data)

@@ -16,22 +16,6 @@ The noise scale is calibrated as in the qEUBO paper (Astudillo et al., 2023): dr
 uniform designs, keep the top 1% by utility, and choose :math:`s` so that a pair of designs drawn
 from that set is answered wrongly with a given probability (10%, 20% or 30%).
 See :func:`calibrate_noise`.
-
-**Graded answers and ratings.** A user with grade thresholds :math:`0 < \tau_1 < \dots <
-\tau_h` answers a pair on a scale of :math:`k = 2h + 1` levels (:meth:`SimulatedUser.grade`):
-the direction is the sign of the perceived difference :math:`D = \tilde u_0 - \tilde u_1` (the
-draw :meth:`SimulatedUser.choose` makes, so a graded answer that takes a side errs exactly when
-the binary answer does: 20% of top-design pairs for a calibrated user), and the strength
-:math:`m` is the number of thresholds below :math:`|D_s|`, with :math:`D_s = D` plus optional
-extra noise (``grade_noise > 1``: a person whose grades are noisier than their direction).
-Strength 0 is the middle level ("about the same"), strength :math:`m` the level
-:math:`h \pm m`. :func:`calibrate_grades` puts the thresholds at the quantiles
-:math:`i/(h+1)` of :math:`|f(x) - f(x')|` over pairs of random designs, so that on such pairs
-every strength is about equally frequent. A rating (:meth:`SimulatedUser.rate`) is the number
-of cut points below a perceived utility :math:`f(x) + \varepsilon`; :func:`calibrate_ratings`
-puts the ``k - 1`` cut points at the quantiles :math:`i/k` of the utility over random designs.
-Grade and rating noise come from a second generator (seeded from the user's seed), so a graded
-or rating user's directions are a binary user's, answer for answer (common random numbers).
 """
 
 from __future__ import annotations
@@ -48,11 +32,11 @@ from botorch_pref.test_functions import check_tensor
 
 __all__ = [
     "SimulatedUser",
-    "calibrate_grades",
     "calibrate_noise",
-    "calibrate_ratings",
     "error_probability",
+    "random_utilities",
     "simulate_comparisons",
+    "top_pair_gaps",
     "top_utilities",
 ]
 
@@ -65,18 +49,6 @@ def _check_noise(noise: str) -> str:
     if key not in _NOISES:
         raise ValueError(f"Unknown noise {noise!r}; use 'probit' or 'gumbel' (alias 'logit').")
     return _NOISES[key]
-
-
-#: Mixed into the user's seed for the generator of grade and rating noise.
-_SIDE_SEED = 0x5EED60
-
-
-def _side_generator(seed: int | torch.Generator | None) -> torch.Generator | None:
-    """The generator of grade and rating noise: seeded from the user's seed (``None``: global)."""
-    if seed is None:
-        return None
-    base = seed.initial_seed() if isinstance(seed, torch.Generator) else int(seed)
-    return torch.Generator().manual_seed((base ^ _SIDE_SEED) % 2**63)
 
 
 def _make_generator(seed: int | torch.Generator | None) -> torch.Generator | None:
@@ -153,9 +125,6 @@ class SimulatedUser:
         noise: str = "gumbel",
         scale: float = 0.0,
         seed: int | torch.Generator | None = None,
-        grade_thresholds: Tensor | None = None,
-        rating_cut_points: Tensor | None = None,
-        grade_noise: float = 1.0,
     ) -> None:
         r"""
         Args:
@@ -167,18 +136,10 @@ class SimulatedUser:
             scale: The noise scale :math:`s \ge 0`; 0 gives noiseless answers.
             seed: An int seed for a private generator, a CPU ``torch.Generator`` to draw from,
                 or ``None`` to use torch's global generator.
-            grade_thresholds: Increasing positive thresholds :math:`\tau_1 < \dots < \tau_h`
-                on the perceived difference (:func:`calibrate_grades`), for :meth:`grade`.
-            rating_cut_points: Increasing cut points on the perceived utility
-                (:func:`calibrate_ratings`), for :meth:`rate`.
-            grade_noise: The ratio (``>= 1``) of the noise on a grade's strength to the noise
-                on its direction (module docstring); 1 reads both from the same difference.
 
         Raises:
             TypeError: If ``utility`` is not callable or ``scale`` is not a number.
-            ValueError: For an unknown noise, a negative or non-finite scale, a bad seed,
-                thresholds or cut points that are not increasing (thresholds: and positive), or
-                a grade noise below 1.
+            ValueError: For an unknown noise, a negative or non-finite scale, or a bad seed.
         """
         if not callable(utility):
             raise TypeError("utility must be callable.")
@@ -186,12 +147,6 @@ class SimulatedUser:
         self.noise = _check_noise(noise)
         self.scale = nonnegative_real(scale, "scale")
         self.generator = _make_generator(seed)
-        self.side_generator = _side_generator(seed)
-        self.grade_thresholds = _increasing(grade_thresholds, "grade_thresholds", positive=True)
-        self.rating_cut_points = _increasing(rating_cut_points, "rating_cut_points")
-        self.grade_noise = nonnegative_real(grade_noise, "grade_noise")
-        if self.grade_noise < 1.0:
-            raise ValueError(f"grade_noise must be at least 1, got {grade_noise!r}.")
 
     @classmethod
     def calibrated(
@@ -201,9 +156,6 @@ class SimulatedUser:
         noise: str = "gumbel",
         seed: int | torch.Generator | None = None,
         calibration_seed: int | torch.Generator | None = 0,
-        graded_levels: int | None = None,
-        rating_levels: int | None = None,
-        grade_noise: float = 1.0,
         **calibration_kwargs: Any,
     ) -> SimulatedUser:
         r"""A user whose noise scale is set by :func:`calibrate_noise`.
@@ -214,11 +166,6 @@ class SimulatedUser:
             noise: ``"probit"`` or ``"gumbel"``.
             seed: Seed or generator of the user's answers.
             calibration_seed: Seed or generator of the calibration's designs and pairs.
-            graded_levels: Levels of graded answers (thresholds by :func:`calibrate_grades`),
-                or ``None`` for none.
-            rating_levels: Levels of ratings (cut points by :func:`calibrate_ratings`), or
-                ``None`` for none.
-            grade_noise: See :class:`SimulatedUser`.
             **calibration_kwargs: Passed to :func:`calibrate_noise` (e.g. ``n_candidates``).
 
         Returns:
@@ -231,21 +178,7 @@ class SimulatedUser:
             seed=calibration_seed,
             **calibration_kwargs,
         )
-        dim = calibration_kwargs.get("dim")
-        thresholds = cuts = None
-        if graded_levels is not None:
-            thresholds = calibrate_grades(utility, graded_levels, seed=calibration_seed, dim=dim)
-        if rating_levels is not None:
-            cuts = calibrate_ratings(utility, rating_levels, seed=calibration_seed, dim=dim)
-        return cls(
-            utility,
-            noise=noise,
-            scale=scale,
-            seed=seed,
-            grade_thresholds=thresholds,
-            rating_cut_points=cuts,
-            grade_noise=grade_noise,
-        )
+        return cls(utility, noise=noise, scale=scale, seed=seed)
 
     def __repr__(self) -> str:
         return f"SimulatedUser(noise={self.noise!r}, scale={self.scale!r})"
@@ -327,69 +260,6 @@ class SimulatedUser:
         u = self.perceived_utility(X)
         tied = (u[..., 0] - u[..., 1]).abs() < band
         return torch.where(tied, -1, u.argmax(dim=-1))
-
-    @property
-    def graded_levels(self) -> int | None:
-        """The number of levels ``2h + 1`` of :meth:`grade`'s scale (``None`` without
-        thresholds)."""
-        return None if self.grade_thresholds is None else 2 * len(self.grade_thresholds) + 1
-
-    def grade(self, X: Tensor) -> Tensor:
-        r"""Graded answers to pairs: the level of option 0 against option 1 (module docstring).
-
-        Level ``k - 1`` says "option 0 much better", level 0 "option 1 much better"; the data's
-        ``add_graded(a, b, level)`` with ``a``, ``b`` the designs of options 0 and 1.
-
-        Args:
-            X: A ``2 x d`` or ``batch x 2 x d`` pair query.
-
-        Returns:
-            A LongTensor of shape ``(batch)`` with values in ``[0, k - 1]``.
-
-        Raises:
-            ValueError: Without grade thresholds, or for a query that is not a pair.
-        """
-        if self.grade_thresholds is None:
-            raise ValueError("this user has no grade_thresholds (see calibrate_grades).")
-        if X.dim() >= 2 and X.shape[-2] != 2:
-            raise ValueError(f"graded answers are to pairs, got q = {X.shape[-2]}.")
-        u = self.perceived_utility(X)  # the draw choose() makes: the same direction
-        D = u[..., 0] - u[..., 1]
-        extra = self._side_noise(u.shape)
-        extra = (extra[..., 0] - extra[..., 1]).to(D)
-        spread = math.sqrt(max(self.grade_noise**2 - 1.0, 0.0)) * self.scale
-        strength = torch.bucketize((D + spread * extra).abs(), self.grade_thresholds.to(D))
-        better = u.argmax(dim=-1) == 0  # choose()'s answer: ties go to option 0
-        h = len(self.grade_thresholds)
-        return torch.where(better, h + strength, h - strength)
-
-    def rate(self, X: Tensor) -> Tensor:
-        r"""Ratings of each design: the number of cut points below its perceived utility.
-
-        Args:
-            X: ``... x d`` designs (any batch shape, one rating each).
-
-        Returns:
-            A LongTensor of shape ``X.shape[:-1]`` with values in ``[0, k - 1]``.
-
-        Raises:
-            ValueError: Without cut points.
-        """
-        if self.rating_cut_points is None:
-            raise ValueError("this user has no rating_cut_points (see calibrate_ratings).")
-        check_tensor(X, 1, None, "Designs must be a `... x d` tensor")
-        with torch.no_grad():
-            u = self.utility(X).to(torch.float64)
-        eps = self._side_noise(u.shape).to(u.device)
-        return torch.bucketize(u + self.scale * eps, self.rating_cut_points.to(u.device))
-
-    def _side_noise(self, shape: torch.Size) -> Tensor:
-        """Standard noise of the user's kind from the grade-and-rating generator."""
-        main, self.generator = self.generator, self.side_generator
-        try:
-            return self._standard_noise(shape)
-        finally:
-            self.generator = main
 
     def rank(self, X: Tensor) -> Tensor:
         r"""A full ranking of each query's options, best first.
@@ -504,103 +374,28 @@ def top_utilities(
     return best
 
 
-def _increasing(values: Tensor | None, name: str, positive: bool = False) -> Tensor | None:
-    """``values`` as a float64 1-d tensor, checked increasing (and positive), or ``None``."""
-    if values is None:
-        return None
-    t = torch.as_tensor(values, dtype=torch.float64).reshape(-1).cpu()
-    ok = t.numel() > 0 and bool(torch.isfinite(t).all()) and bool((t.diff() > 0).all())
-    if not ok or (positive and bool((t <= 0).any())):
-        need = "positive, finite and increasing" if positive else "finite and increasing"
-        raise ValueError(f"{name} must be {need}, got {t.tolist()}.")
-    return t
+def random_utilities(
+    utility: Callable[[Tensor], Tensor],
+    n: int,
+    dim: int | None = None,
+    seed: int | torch.Generator | None = 0,
+) -> Tensor:
+    """Utilities of ``n`` uniform random designs in the unit cube (float64, CPU, seeded).
 
+    Args:
+        utility: A callable mapping ``n x d`` unit-cube designs to ``n`` utilities.
+        n: The number of designs.
+        dim: The input dimension; defaults to ``utility.dim``.
+        seed: Seed or generator of the designs.
 
-def _random_utilities(utility: Callable[[Tensor], Tensor], n: int, dim: int | None, seed) -> Tensor:
-    """Utilities of ``n`` uniform random designs (float64, CPU, seeded)."""
+    Returns:
+        The ``n`` utilities.
+    """
     dim = _resolve_dim(utility, dim)
+    n = whole_number(n, "n", 1)
     g = _make_generator(seed)
     with torch.no_grad():
         return utility(torch.rand(n, dim, generator=g, dtype=torch.float64)).reshape(-1).double()
-
-
-def calibrate_grades(
-    utility: Callable[[Tensor], Tensor],
-    levels: int,
-    n_pairs: int = 10**5,
-    seed: int | torch.Generator | None = 0,
-    dim: int | None = None,
-    among: str = "random",
-) -> Tensor:
-    r"""Grade thresholds for a ``levels``-level scale at fixed quantiles of utility gaps.
-
-    With :math:`h = \lfloor (k-1)/2 \rfloor` thresholds (:math:`k` = ``levels``), threshold
-    :math:`i` is the quantile :math:`i/(h+1)` of :math:`|f(x) - f(x')|` over ``n_pairs`` pairs of
-    uniform random designs (``among="random"``), or of pairs from the top 1% of :math:`10^6`
-    random designs (``among="top"``: the pairs the answer noise is calibrated on,
-    :func:`calibrate_noise`, so that strengths tell good designs apart, where an optimiser asks
-    its questions), so a noiseless user answers such pairs with every strength about equally
-    often; pass them to :class:`SimulatedUser` with ``grade_thresholds``.
-
-    Args:
-        utility: A callable mapping ``n x d`` unit-cube designs to ``n`` utilities.
-        levels: The scale's number of levels ``k >= 3`` (odd: 3, 5, 7, ...).
-        n_pairs: Random pairs.
-        seed: Seed or generator of the designs.
-        dim: The input dimension; defaults to ``utility.dim``.
-        among: ``"random"`` or ``"top"``: the pairs whose gaps set the thresholds.
-
-    Returns:
-        The ``h`` thresholds (float64).
-
-    Raises:
-        ValueError: For an even or too small ``levels``, an unknown ``among``, or a constant
-            utility.
-    """
-    levels = whole_number(levels, "levels", 3)
-    if levels % 2 == 0:
-        raise ValueError(f"levels must be odd (a middle 'about the same' level), got {levels}.")
-    n_pairs = whole_number(n_pairs, "n_pairs", 2)
-    if among == "top":
-        g = _make_generator(seed)
-        gaps = _pair_gaps(top_utilities(utility, dim, seed=g), n_pairs, g)
-    elif among == "random":
-        u = _random_utilities(utility, 2 * n_pairs, dim, seed)
-        gaps = (u[:n_pairs] - u[n_pairs:]).abs()
-    else:
-        raise ValueError(f"among must be 'random' or 'top', got {among!r}.")
-    h = (levels - 1) // 2
-    q = torch.arange(1, h + 1, dtype=torch.float64) / (h + 1)
-    thresholds = torch.quantile(gaps, q)
-    return _increasing(thresholds, "the calibrated thresholds (is the utility constant?)", True)
-
-
-def calibrate_ratings(
-    utility: Callable[[Tensor], Tensor],
-    levels: int,
-    n_designs: int = 10**5,
-    seed: int | torch.Generator | None = 0,
-    dim: int | None = None,
-) -> Tensor:
-    r"""Rating cut points at the quantiles :math:`i/k` of the utility over random designs.
-
-    Args:
-        utility: A callable mapping ``n x d`` unit-cube designs to ``n`` utilities.
-        levels: The number of rating levels ``k >= 2``.
-        n_designs: Uniform random designs.
-        seed: Seed or generator of the designs.
-        dim: The input dimension; defaults to ``utility.dim``.
-
-    Returns:
-        The ``k - 1`` cut points (float64).
-
-    Raises:
-        ValueError: For bad arguments or a constant utility.
-    """
-    levels = whole_number(levels, "levels", 2)
-    u = _random_utilities(utility, whole_number(n_designs, "n_designs", 2), dim, seed)
-    q = torch.arange(1, levels, dtype=torch.float64) / levels
-    return _increasing(torch.quantile(u, q), "the calibrated cut points (is the utility constant?)")
 
 
 def _resolve_dim(utility: Callable[[Tensor], Tensor], dim: int | None) -> int:
@@ -615,6 +410,29 @@ def _resolve_dim(utility: Callable[[Tensor], Tensor], dim: int | None) -> int:
 def _mean_error(delta: Tensor, scale: float, noise: str) -> float:
     r"""Mean over pairs of the analytic wrong-answer probability."""
     return error_probability(delta, scale, noise).mean().item()
+
+
+def top_pair_gaps(
+    utility: Callable[[Tensor], Tensor],
+    n_pairs: int = 10**5,
+    seed: int | torch.Generator | None = 0,
+    **top_kwargs: Any,
+) -> Tensor:
+    """Absolute utility gaps of ``n_pairs`` random pairs of distinct top designs: the pairs
+    :func:`calibrate_noise` calibrates the answer noise on.
+
+    Args:
+        utility: A callable mapping ``n x d`` unit-cube designs to ``n`` utilities.
+        n_pairs: The number of pairs.
+        seed: Seed or generator of the designs and the pairs.
+        **top_kwargs: Passed to :func:`top_utilities` (``dim``, ``n_candidates``,
+            ``top_fraction``, ``chunk_size``).
+
+    Returns:
+        ``n_pairs`` float64 gaps.
+    """
+    g = _make_generator(seed)
+    return _pair_gaps(top_utilities(utility, seed=g, **top_kwargs), n_pairs, g)
 
 
 def _pair_gaps(top: Tensor, n_pairs: int, g: torch.Generator | None) -> Tensor:
@@ -684,16 +502,15 @@ def calibrate_noise(
     n_pairs = whole_number(n_pairs, "n_pairs", 1)
     if not (math.isfinite(rtol) and rtol > 0):
         raise ValueError(f"rtol must be a finite number > 0, got {rtol!r}.")
-    g = _make_generator(seed)
-    top = top_utilities(
+    delta = top_pair_gaps(
         utility,
+        n_pairs,
+        seed,
         dim=dim,
         n_candidates=n_candidates,
         top_fraction=top_fraction,
-        seed=g,
         chunk_size=chunk_size,
     )
-    delta = _pair_gaps(top, n_pairs, g)
     positive = delta[delta > 0]
     if positive.numel() == 0 or 0.5 * (delta == 0).double().mean().item() >= error_rate:
         raise ValueError(

@@ -21,6 +21,8 @@ from botorch_pref.inference.engine import predictive_terms
 from botorch_pref.likelihoods import PairwiseProbit
 from botorch_pref.models.evidence import LaplaceEvidence
 
+from .helpers import approximation_errors
+
 DT = torch.float64
 X6 = torch.linspace(0, 1, 6, dtype=DT).unsqueeze(-1)
 GRADED = [(0, 1, 4), (2, 1, 1), (3, 4, 2), (5, 0, 0), (1, 3, 3), (2, 4, 2), (0, 1, 3)]
@@ -225,3 +227,51 @@ def test_graded_answers_recover_the_utility_better_than_binary_ones(d, n_designs
     binary, graded = taus.mean(0).tolist()
     assert graded > binary + 0.02, taus
     assert int((taus[:, 1] > taus[:, 0]).sum()) >= 3, taus
+
+
+# ------------------------------------------------------------------ expectation propagation
+def _ep_model(inference: str, noise: float = 1.0, outputscale: float = 4.0):
+    lik = PairwiseProbit(noise_std=noise)
+    model = PairwiseLaplaceGP(X6, _data(), likelihood=lik, inference=inference)
+    model.covar_module.outputscale = outputscale
+    model.covar_module.base_kernel.lengthscale = 0.3
+    return model
+
+
+@pytest.mark.parametrize("noise", [1.0, 0.3])
+def test_ep_is_closer_to_the_exact_posterior_than_laplace(noise):
+    errors = approximation_errors(
+        lambda inference: _ep_model(inference, noise),
+        lambda f, model: _log_likelihood(f, model.likelihood),
+        X6,
+    )
+    assert errors["ep"][0] < 0.01 and errors["ep"][1] < 0.04, errors
+    assert errors["laplace"][0] > 2 * errors["ep"][0], errors
+    assert errors["laplace"][1] > 2 * errors["ep"][1], errors
+
+
+def test_ep_evidence_matches_monte_carlo_and_its_threshold_gradient_finite_differences():
+    model = _ep_model("ep")
+    K = model.covar_module(X6).to_dense().detach() + 1e-9 * torch.eye(6, dtype=DT)
+    L = torch.linalg.cholesky(K)
+    g = torch.Generator().manual_seed(1)
+    log_p = torch.cat(
+        [
+            _log_likelihood(
+                (L @ torch.randn(6, 1_000_000, generator=g, dtype=DT)).T, model.likelihood
+            )
+            for _ in range(4)
+        ]
+    )
+    exact = (torch.logsumexp(log_p, 0) - math.log(log_p.numel())).item()
+    assert abs(model.laplace_evidence().item() - exact) < 0.01
+    p = model.likelihood.raw_graded_increments
+    (grad,) = torch.autograd.grad(model.laplace_evidence().sum(), [p])
+    h = 1e-5
+    with torch.no_grad():
+        p[0] += h
+    up = model.laplace_evidence().item()
+    with torch.no_grad():
+        p[0] -= 2 * h
+    down = model.laplace_evidence().item()
+    assert abs(grad[0].item() - (up - down) / (2 * h)) < 1e-3 * max(1.0, abs(grad[0].item()))

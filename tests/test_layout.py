@@ -26,6 +26,7 @@ LAYERS = {
     "test_functions": 0,
     "likelihoods": 0,
     "users": 1,
+    "graded_users": 1,
     "data": 1,
     "inference": 2,
     "lfpl": 2,

@@ -46,6 +46,14 @@ def test_the_answer_format_is_one_field_built_from_the_keywords(settings, form, 
     assert len(LoopConfig.__dataclass_fields__) <= 12
 
 
+def test_graded_answers_take_ep_when_asked():
+    opt = _opt(answers="graded", ratings=3, inference="ep")
+    assert opt.config.model.inference == "ep"
+    opt.tell(opt.ask(), winner=0, strength=2, ratings=[2, 0])
+    opt.tell(opt.ask(), tie=True)
+    assert opt.model.inference == "ep"
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
@@ -54,7 +62,7 @@ def test_the_answer_format_is_one_field_built_from_the_keywords(settings, form, 
         ({"answers": "choice", "ratings": 3}, "choices"),
         ({"answers": "graded", "levels": 1}, "levels"),
         ({"ratings": 2.5}, "ratings"),
-        ({"answers": "graded", "inference": "ep"}, "inference='ep'"),
+        ({"answers": "choice", "q": 3, "strategy": "qeubo", "inference": "ep"}, "inference='ep'"),
         ({"ratings": 3, "model": "pairwisegp"}, "pairwisegp"),
         ({"answers": "several"}, "answers must be one of"),
         ({"answers": AnswerFormat("pairs", 5), "levels": 5}, "AnswerFormat"),

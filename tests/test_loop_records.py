@@ -89,6 +89,19 @@ def test_the_loops_kernel_and_inference_are_the_laplace_factorys(monkeypatch):
     assert pairwisegp.settings["kernel"] is None and pairwisegp.packaged_model
 
 
+def test_each_setting_has_one_home_and_the_settings_rebuild_the_run():
+    from botorch_pref.loop import PreferenceOptimizer
+    from botorch_pref.loop.config import MODEL_SETTINGS
+    from botorch_pref.loop.policy import CONFIG_SETTINGS, POLICY_SETTINGS, SETTINGS
+
+    assert MODEL_SETTINGS == ("kernel", "inference") and len(set(SETTINGS)) == len(SETTINGS)
+    assert not set(CONFIG_SETTINGS) & (set(MODEL_SETTINGS) | set(POLICY_SETTINGS))
+    opt = PreferenceOptimizer(BOUNDS, model="laplace-box", kernel="matern52", ties=True, seed=3)
+    assert opt.config.model == LaplaceFactory("matern52", "laplace", box=True)
+    again = PreferenceOptimizer(BOUNDS, **opt.settings)
+    assert again.config == opt.config and again.policy == opt.policy
+
+
 def test_config_resolves_the_inference_from_the_answers():
     from botorch_pref.loop.config import DEFAULT_INFERENCE
 

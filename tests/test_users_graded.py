@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from botorch_pref.graded_users import GradedUser, calibrate_grades, calibrate_ratings
 from botorch_pref.test_functions import get_utility
-from botorch_pref.users import SimulatedUser, calibrate_grades, calibrate_ratings
+from botorch_pref.users import SimulatedUser
 
 BRANIN = get_utility("branin")
 PAIRS = torch.rand(4000, 2, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
@@ -16,7 +17,7 @@ def _user(seed=3, grade_noise=1.0, scale=None):
     thresholds = calibrate_grades(BRANIN, 5, n_pairs=20_000)
     cuts = calibrate_ratings(BRANIN, 4, n_designs=20_000)
     scale = 0.1 if scale is None else scale
-    return SimulatedUser(BRANIN, "gumbel", scale, seed, thresholds, cuts, grade_noise)
+    return GradedUser(BRANIN, "gumbel", scale, seed, thresholds, cuts, grade_noise)
 
 
 def test_calibration_puts_levels_at_equal_frequencies_on_random_designs():
@@ -62,7 +63,7 @@ def test_answers_are_seeded():
 
 
 def test_calibrated_user_has_thresholds_and_cut_points():
-    user = SimulatedUser.calibrated(
+    user = GradedUser.calibrated(
         BRANIN, graded_levels=7, rating_levels=3, seed=0, n_candidates=10_000
     )
     assert user.graded_levels == 7 and len(user.rating_cut_points) == 2
@@ -71,14 +72,14 @@ def test_calibrated_user_has_thresholds_and_cut_points():
 
 def test_bad_graded_settings_raise():
     with pytest.raises(ValueError, match="no grade_thresholds"):
-        SimulatedUser(BRANIN, scale=0.1).grade(PAIRS[:3])
+        GradedUser(BRANIN, scale=0.1).grade(PAIRS[:3])
     with pytest.raises(ValueError, match="no rating_cut_points"):
-        SimulatedUser(BRANIN, scale=0.1).rate(PAIRS[:3, 0])
+        GradedUser(BRANIN, scale=0.1).rate(PAIRS[:3, 0])
     with pytest.raises(ValueError, match="graded answers are to pairs"):
         _user().grade(torch.rand(3, 3, 2, dtype=torch.float64))
     with pytest.raises(ValueError, match="grade_noise must be at least 1"):
         _user(grade_noise=0.5)
     with pytest.raises(ValueError, match=r"grade_thresholds must be positive.*\[0.5, 0.25\]"):
-        SimulatedUser(BRANIN, grade_thresholds=torch.tensor([0.5, 0.25]))
+        GradedUser(BRANIN, grade_thresholds=torch.tensor([0.5, 0.25]))
     with pytest.raises(ValueError, match="levels must be odd"):
         calibrate_grades(BRANIN, 4, n_pairs=100)

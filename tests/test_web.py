@@ -13,6 +13,7 @@ if os.environ.get("CI") != "true":  # in CI the [web] extra is installed: no ski
     pytest.importorskip("starlette")
     pytest.importorskip("uvicorn")
 
+from botorch_pref.loop import Answer
 from botorch_pref.sessions import Session
 from botorch_pref.web.security import CSP
 from tests.test_web_helpers import (
@@ -178,8 +179,8 @@ def test_answer_replay_second_tab_and_undo(served):
         assert r.status_code == 409 and "already answered" in r.text
         assert answers(served.path, "alice") == n0 + 1
         with Session.open(served.path, "alice") as s:
-            last = s.history()[-1].stored
-        assert (last.query_id, last.answer.kind, last.answer.winner) == (qid, "winner", 1)
+            last = s.history()[-1]
+        assert (last.stored.query_id, last.answer) == (qid, Answer("winner", 1))
         # a tie and a skip
         for choice in ("tie", "skip"):
             page = wait_for_query(c, token)

@@ -58,87 +58,26 @@ graded comparisons and ratings ``PairwiseProbit`` or ``PairwiseLogit``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
-from botorch.exceptions.errors import InputDataError
 from torch import Tensor
 
-from botorch_pref.checks import is_bool, whole_number
+from botorch_pref.data.validation import (
+    LEVELLED_KINDS,
+    PreferenceDataError,
+    as_index_tensor,
+    check_observations,
+    index_list,
+    joined_levels,
+    levels_number,
+    record_tensors,
+    whole_index,
+)
 from botorch_pref.likelihoods import ObservationKind
 
-#: The kinds that carry a level.
-_LEVELLED = (int(ObservationKind.GRADED), int(ObservationKind.RATING))
-
 __all__ = ["ObservationKind", "PreferenceData", "PreferenceDataError", "as_index_tensor"]
-
-
-class PreferenceDataError(ValueError, InputDataError):
-    """Invalid preference data: raised with a message naming the problem."""
-
-
-def as_index_tensor(values: Tensor, name: str, what: str = "design indices") -> Tensor:
-    """``values`` as a long tensor of design indices, or a :class:`PreferenceDataError`.
-
-    Floating tensors must hold finite whole numbers; booleans and complex numbers are refused.
-
-    Args:
-        values: A tensor of indices.
-        name: The argument's name, for the error message.
-        what: What the integers are, for the error message.
-
-    Returns:
-        The long tensor.
-
-    Raises:
-        PreferenceDataError: For fractional or non-finite values, booleans or complex numbers.
-    """
-    if values.is_floating_point():
-        if not bool(torch.isfinite(values).all()) or not bool((values == values.round()).all()):
-            raise PreferenceDataError(f"{name} must hold integer {what}.")
-    elif values.dtype == torch.bool or values.is_complex():
-        raise PreferenceDataError(f"{name} must be integers, got {values.dtype}.")
-    return values.long()
-
-
-def _index_list(values: Iterable[int] | Tensor, name: str) -> list[int]:
-    if torch.is_tensor(values):
-        if values.is_floating_point():
-            if not bool(torch.isfinite(values).all()) or not bool((values == values.round()).all()):
-                raise PreferenceDataError(f"{name} must hold integer design indices.")
-        values = values.reshape(-1).tolist()
-    try:
-        values = list(values)
-        out = [int(v) for v in values]
-    except (TypeError, ValueError) as err:
-        raise PreferenceDataError(f"{name} must be a sequence of integer design indices.") from err
-    if any(map(is_bool, values)):
-        raise PreferenceDataError(f"{name} must hold integer design indices, not booleans.")
-    if any(v != w for v, w in zip(out, values, strict=True)):
-        raise PreferenceDataError(f"{name} must hold integer design indices, got {values}.")
-    if any(v < 0 for v in out):
-        raise PreferenceDataError(f"{name} must hold non-negative design indices, got {out}.")
-    if len(set(out)) != len(out):
-        raise PreferenceDataError(f"{name} lists a design more than once: {out}.")
-    return out
-
-
-def _levels(value: object, name: str) -> int | None:
-    """A number of levels (``None``, or a whole number ``>= 2``), else this module's error."""
-    if value is None:
-        return None
-    return whole_number(value, name, 2, error=PreferenceDataError)
-
-
-def _joined_levels(items: Sequence[PreferenceData], attr: str) -> int | None:
-    """The common number of levels ``attr`` of data sets (``None`` agrees with any)."""
-    found = {getattr(d, attr) for d in items} - {None}
-    if len(found) > 1:
-        raise PreferenceDataError(
-            f"cannot join data of different {attr}: {sorted(found)} (one scale per data set)."
-        )
-    return found.pop() if found else None
 
 
 class PreferenceData:
@@ -207,7 +146,7 @@ class PreferenceData:
             )
         if n_stages is None:
             no_stage = (kind == ObservationKind.TIE) | torch.isin(
-                kind, torch.tensor(_LEVELLED, device=kind.device)
+                kind, torch.tensor(LEVELLED_KINDS, device=kind.device)
             )
             n_stages = torch.where(
                 kind == ObservationKind.RANKING, q - 1, torch.where(no_stage, 0, 1)
@@ -228,8 +167,8 @@ class PreferenceData:
                 f"level must have shape {tuple(options.shape[:-1])}, got {tuple(level.shape)}."
             )
         self._options, self._kind, self._n_stages, self._level = options, kind, n_stages, level
-        self.graded_levels = _levels(graded_levels, "graded_levels")
-        self.rating_levels = _levels(rating_levels, "rating_levels")
+        self.graded_levels = levels_number(graded_levels, "graded_levels")
+        self.rating_levels = levels_number(rating_levels, "rating_levels")
         self._check()
 
     @classmethod
@@ -266,94 +205,15 @@ class PreferenceData:
         data.graded_levels, data.rating_levels = graded_levels, rating_levels
         return data
 
-    # ------------------------------------------------------------ validation
     def _check(self) -> None:
-        options, kind, stages = self._options, self._kind, self._n_stages
-        if options.numel() == 0:
-            return
-        real = options >= 0
-        padding = ~real.any(-1)
-        if bool((options < -1).any()):
-            raise PreferenceDataError("options must be design indices >= 0 or -1 (padding).")
-        # real options first, then padding
-        if bool((real[..., 1:] & ~real[..., :-1]).any()):
-            raise PreferenceDataError("options rows must list designs first, then -1 padding.")
-        q = real.sum(-1)
-        known = torch.tensor([int(k) for k in ObservationKind], device=kind.device)
-        if not bool(torch.isin(kind, known).all()):
-            raise PreferenceDataError(f"kind values must be in {known.tolist()} (ObservationKind).")
-        real_obs = ~padding
-        rating = kind == ObservationKind.RATING
-        if bool((real_obs & rating & (q != 1)).any()):
-            raise PreferenceDataError("a RATING observation must have exactly one option.")
-        if bool((real_obs & ~rating & (q < 2)).any()):
-            raise PreferenceDataError("every observation needs at least two options.")
-        two = (
-            (kind == ObservationKind.PAIR)
-            | (kind == ObservationKind.TIE)
-            | (kind == ObservationKind.GRADED)
+        check_observations(
+            self._options,
+            self._kind,
+            self._n_stages,
+            self._level,
+            self.graded_levels,
+            self.rating_levels,
         )
-        if bool((real_obs & two & (q != 2)).any()):
-            raise PreferenceDataError(
-                "PAIR, TIE and GRADED observations must have exactly two options."
-            )
-        if bool((real_obs & (kind == ObservationKind.CHOICE) & (q < 3)).any()):
-            raise PreferenceDataError(
-                "a CHOICE between two options must be recorded as a PAIR (winner, loser)."
-            )
-        sorted_opts = options.sort(-1).values
-        dup = (sorted_opts[..., 1:] == sorted_opts[..., :-1]) & (sorted_opts[..., 1:] >= 0)
-        if bool(dup.any()):
-            rows = dup.any(-1).nonzero()[:3].tolist()
-            raise PreferenceDataError(
-                f"an observation lists a design more than once (e.g. a comparison of a design "
-                f"with itself) at {rows}."
-            )
-        no_stage = (kind == ObservationKind.TIE) | (kind == ObservationKind.GRADED) | rating
-        lo = torch.where(no_stage, 0, 1)
-        hi = torch.where(no_stage, 0, (q - 1).clamp_min(1))
-        lo = torch.where(kind == ObservationKind.RANKING, 1, lo)
-        hi = torch.where((kind == ObservationKind.PAIR) | (kind == ObservationKind.CHOICE), 1, hi)
-        bad = real_obs & ((stages < lo) | (stages > hi))
-        if bool(bad.any()):
-            raise PreferenceDataError(
-                "n_stages out of range (1 for a pair or choice, 1..q-1 for a ranking, 0 for a "
-                f"tie, a graded comparison or a rating) at {bad.nonzero()[:3].tolist()}."
-            )
-        self._check_levels(real_obs)
-
-    def _check_levels(self, real_obs: Tensor) -> None:
-        """Levels only on graded comparisons and ratings, each within its number of levels."""
-        kind, level = self._kind, self._level
-        for k, name, attr in (
-            (ObservationKind.GRADED, "graded comparison", "graded_levels"),
-            (ObservationKind.RATING, "rating", "rating_levels"),
-        ):
-            rows = real_obs & (kind == k)
-            if not bool(rows.any()):
-                continue
-            levels = getattr(self, attr)
-            if levels is None:
-                raise PreferenceDataError(
-                    f"the data hold {k.name} observations but no {attr}: say how many levels "
-                    f"the scale has (PreferenceData({attr}=...))."
-                )
-            bad = rows & ((level < 0) | (level >= levels))
-            if bool(bad.any()):
-                where = bad.nonzero()[0].tolist()
-                raise PreferenceDataError(
-                    f"a {name} level must lie in [0, {levels - 1}] ({attr} = {levels}), got "
-                    f"{int(level[tuple(where)])} at {where}."
-                )
-        other = real_obs & ~torch.isin(kind, torch.tensor(_LEVELLED, device=kind.device))
-        bad = other & (level != -1)
-        if bool(bad.any()):
-            where = bad.nonzero()[0].tolist()
-            raise PreferenceDataError(
-                f"only graded comparisons and ratings take a level (-1 elsewhere), got "
-                f"{int(level[tuple(where)])} on a {ObservationKind(int(kind[tuple(where)])).name} "
-                f"at {where}."
-            )
 
     def validate(self, n: int) -> None:
         """Check that every index lies in ``[0, n)`` and that there is at least one answer.
@@ -429,7 +289,7 @@ class PreferenceData:
         """Set the number of levels ``attr`` (the first time), or check it against the data's."""
         if levels is None:
             return
-        levels = _levels(levels, "levels")
+        levels = levels_number(levels, "levels")
         current = getattr(self, attr)
         if current is not None and current != levels:
             raise PreferenceDataError(
@@ -440,7 +300,7 @@ class PreferenceData:
 
     def add_comparison(self, winner: int, loser: int) -> PreferenceData:
         """Append "``winner`` beat ``loser``" (a ``PAIR``). Returns ``self``."""
-        row = _index_list([winner, loser], "a comparison")
+        row = index_list([winner, loser], "a comparison")
         return self._append(row, ObservationKind.PAIR, 1)
 
     def add_choice(self, options: Sequence[int] | Tensor, chosen: int) -> PreferenceData:
@@ -454,10 +314,10 @@ class PreferenceData:
         Returns:
             ``self``. A choice between two options is stored as the pair it is.
         """
-        opts = _index_list(options, "options")
+        opts = index_list(options, "options")
         if len(opts) < 2:
             raise PreferenceDataError(f"a choice needs at least two options, got {opts}.")
-        chosen = whole_number(chosen, "chosen", error=PreferenceDataError)
+        chosen = whole_index(chosen, "chosen")
         if chosen not in opts:
             raise PreferenceDataError(f"chosen design {chosen} is not one of the options {opts}.")
         row = [chosen] + [o for o in opts if o != chosen]
@@ -484,8 +344,8 @@ class PreferenceData:
             ``self``. A ranking of two options is stored as a pair and a top-1 ranking as a
             choice.
         """
-        opts = _index_list(options, "options")
-        ranked = _index_list(order, "order")
+        opts = index_list(options, "options")
+        ranked = index_list(order, "order")
         q = len(opts)
         if q < 2:
             raise PreferenceDataError(f"a ranking needs at least two options, got {opts}.")
@@ -496,7 +356,7 @@ class PreferenceData:
             raise PreferenceDataError("order must rank at least one design.")
         k = min(len(ranked), q - 1)
         if top_k is not None:
-            top_k = whole_number(top_k, "top_k", error=PreferenceDataError)
+            top_k = whole_index(top_k, "top_k")
             if top_k < 1 or top_k > len(ranked):
                 raise PreferenceDataError(
                     f"top_k must lie in [1, {len(ranked)}] (the length of order), got {top_k}."
@@ -511,7 +371,7 @@ class PreferenceData:
 
     def add_tie(self, i: int, j: int) -> PreferenceData:
         """Append "no preference between designs ``i`` and ``j``" (a ``TIE``). Returns ``self``."""
-        row = _index_list([i, j], "a tie")
+        row = index_list([i, j], "a tie")
         return self._append(row, ObservationKind.TIE, 0)
 
     def add_graded(self, a: int, b: int, level: int, levels: int | None = None) -> PreferenceData:
@@ -532,15 +392,8 @@ class PreferenceData:
             PreferenceDataError: For a level out of ``[0, k - 1]`` or not a whole number, an
                 unknown ``k``, or a ``k`` other than the data's (the data stay unchanged).
         """
-        row = _index_list([a, b], "a graded comparison")
-        level = whole_number(level, "level", error=PreferenceDataError)
-        before = self.graded_levels
-        self._set_levels("graded_levels", levels)
-        try:
-            return self._append(row, ObservationKind.GRADED, 0, level)
-        except PreferenceDataError:
-            self.graded_levels = before
-            raise
+        row = index_list([a, b], "a graded comparison")
+        return self._append_levelled(row, ObservationKind.GRADED, level, levels)
 
     def add_rating(self, i: int, level: int, levels: int | None = None) -> PreferenceData:
         """Append a rating of design ``i`` (a ``RATING`` row).
@@ -557,14 +410,21 @@ class PreferenceData:
         Raises:
             PreferenceDataError: As :meth:`add_graded`.
         """
-        row = _index_list([i], "a rating")
-        level = whole_number(level, "level", error=PreferenceDataError)
-        before = self.rating_levels
-        self._set_levels("rating_levels", levels)
+        row = index_list([i], "a rating")
+        return self._append_levelled(row, ObservationKind.RATING, level, levels)
+
+    def _append_levelled(
+        self, row: list[int], kind: ObservationKind, level: object, levels: object
+    ) -> PreferenceData:
+        """Append a graded comparison or a rating; on an error the data stay unchanged."""
+        level = whole_index(level, "level")
+        attr = "graded_levels" if kind == ObservationKind.GRADED else "rating_levels"
+        before = getattr(self, attr)
+        self._set_levels(attr, levels)
         try:
-            return self._append(row, ObservationKind.RATING, 0, level)
+            return self._append(row, kind, 0, level)
         except PreferenceDataError:
-            self.rating_levels = before
+            setattr(self, attr, before)
             raise
 
     # ------------------------------------------------------------- joining
@@ -576,8 +436,8 @@ class PreferenceData:
             return cls()
         Q = max(d.max_options for d in items)
         batch = items[0].batch_shape
-        graded = _joined_levels(items, "graded_levels")
-        rating = _joined_levels(items, "rating_levels")
+        graded = joined_levels(items, "graded_levels")
+        rating = joined_levels(items, "rating_levels")
         opts, kinds, stages, levels = [], [], [], []
         for d in items:
             if d.batch_shape != batch:
@@ -705,7 +565,7 @@ class PreferenceData:
         Raises:
             PreferenceDataError: When ``offset`` is fractional or an index would turn negative.
         """
-        offset = whole_number(offset, "offset", error=PreferenceDataError)
+        offset = whole_index(offset, "offset")
         real = self._options >= 0
         if offset < 0 and bool((real & (self._options + offset < 0)).any()):
             low = int(self._options[real].min())
@@ -766,36 +626,15 @@ class PreferenceData:
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> PreferenceData:
-        """Data from :meth:`to_dict`'s record, checked as on entry.
-
-        Args:
-            record: The record (``level`` and the numbers of levels may be missing, as in
-                data without graded comparisons and ratings).
-
-        Returns:
-            The data.
+        """Data from :meth:`to_dict`'s record (``level`` and the numbers of levels may be
+        missing, as in data without graded comparisons and ratings), checked as on entry.
 
         Raises:
             PreferenceDataError: For a record that is not valid data.
         """
-        try:
-            options = torch.tensor(record["options"], dtype=torch.long)
-            kind = torch.tensor(record["kind"], dtype=torch.long)
-            stages = torch.tensor(record["n_stages"], dtype=torch.long)
-            level = record.get("level")
-            level = None if level is None else torch.tensor(level, dtype=torch.long)
-        except (KeyError, TypeError, ValueError) as err:
-            raise PreferenceDataError(f"not a PreferenceData record: {err}") from None
-        if options.numel() == 0:
-            options = options.reshape(*kind.shape, 2)
-        return cls(
-            options,
-            kind,
-            stages,
-            level,
-            graded_levels=record.get("graded_levels"),
-            rating_levels=record.get("rating_levels"),
-        )
+        options, kind, stages, level = record_tensors(record)
+        graded, rating = record.get("graded_levels"), record.get("rating_levels")
+        return cls(options, kind, stages, level, graded_levels=graded, rating_levels=rating)
 
     def __repr__(self) -> str:
         kinds = ", ".join(sorted(k.name for k in self.kinds_present)) or "none"

@@ -1,4 +1,4 @@
-r"""Expectation propagation (EP) for probit pair comparisons and ties: posterior factors, evidence.
+r"""Expectation propagation (EP) for probit answers about one row each: posterior factors, evidence.
 
 Comparison ``k`` says that design :math:`w_k` beat design :math:`l_k`; its difference is
 :math:`c_k = f(w_k) - f(l_k) = a_k^\top f`, with likelihood :math:`\Phi(c_k / s)` (the probit
@@ -71,6 +71,14 @@ gradient in the hyperparameters is the derivative with the sites held fixed (See
 :func:`ep_log_evidence` is differentiable in :math:`K_C` and in the tie threshold through
 everything but the sites.
 
+**Graded comparisons and ratings** (:mod:`~botorch_pref.likelihoods.ordinal`) are probit
+interval likelihoods of one row as well, :math:`\Phi((t_{hi} - c)/s) - \Phi((t_{lo} - c)/s)`,
+and :math:`\int [\Phi((t_{hi} - c)/s) - \Phi((t_{lo} - c)/s)]\,N(c; m, v)\,dc` is the same
+difference at the scale :math:`\sqrt{s^2 + v}`: the tilted moments are again the likelihood's
+derivatives there (:meth:`~botorch_pref.likelihoods.PairwiseLikelihood.row_derivatives`; a
+rating's row is its design's utility, with the per-option scale :math:`s/\sqrt 2`, so
+:math:`\sqrt{s^2/2 + v}`). The rows then carry their kinds and levels (:class:`RowAnswers`).
+
 Padding comparisons (rows ``(0, 0)`` of a batch whose members hold different numbers of
 comparisons) keep :math:`\tau = \nu = 0` and change nothing.
 """
@@ -87,11 +95,17 @@ from botorch_pref.inference.blocks import ObservationStructure
 from botorch_pref.inference.engine import LaplaceFactors, cholesky_of_system
 from botorch_pref.inference.pairs import PairStructure
 from botorch_pref.inference.rows import difference_matrix, scatter_rows
-from botorch_pref.likelihoods import ObservationKind, PairwiseLikelihood, PairwiseProbit
+from botorch_pref.likelihoods import (
+    SCALAR_KINDS,
+    ObservationKind,
+    PairwiseLikelihood,
+    PairwiseProbit,
+)
 
 __all__ = [
     "ComparisonRows",
     "EPSites",
+    "RowAnswers",
     "comparison_derivatives",
     "comparison_rows",
     "ep_factors",
@@ -136,19 +150,39 @@ class EPSites(NamedTuple):
     converged: Tensor
 
 
+class RowAnswers(NamedTuple):
+    """What each row answers, where graded comparisons or ratings are among the answers.
+
+    Attributes:
+        kind: ``B x m`` :class:`~botorch_pref.likelihoods.ObservationKind` of each row.
+        level: ``B x m`` levels (``-1`` on pairs, ties and padding).
+        kinds: The kinds present.
+    """
+
+    kind: Tensor
+    level: Tensor
+    kinds: tuple[int, ...]
+
+
+#: What the rows answer: ``None`` (wins only), a ``B x m`` bool mask of ties, or
+#: :class:`RowAnswers` (graded comparisons and ratings among them).
+Answers = Tensor | RowAnswers | None
+
+
 class ComparisonRows(NamedTuple):
     """The comparisons EP has a site for.
 
     Attributes:
-        rows: ``B x m x 2`` index pairs, the winner first (either order for a tie; ``(0, 0)``
-            for padding).
+        rows: ``B x m x 2`` index pairs, the winner first (either order for a tie; ``(a, b)``
+            for a graded comparison, ``(i, -1)`` for a rating; ``(0, 0)`` for padding).
         real: ``B x m`` bool mask of real comparisons.
-        tie: ``B x m`` bool mask of ties, or ``None`` when the data hold none.
+        tie: What the rows answer (:data:`Answers`): ``None`` when they are all wins, a bool
+            mask of ties, or :class:`RowAnswers` with graded comparisons or ratings.
     """
 
     rows: Tensor
     real: Tensor
-    tie: Tensor | None = None
+    tie: Answers = None
 
 
 def comparison_rows(structure: PairStructure | ObservationStructure) -> ComparisonRows:
@@ -157,7 +191,7 @@ def comparison_rows(structure: PairStructure | ObservationStructure) -> Comparis
     Args:
         structure: The merged comparisons of a :class:`~botorch_pref.inference.pairs.PairEngine`,
             or the observations of a :class:`~botorch_pref.inference.blocks.BlockEngine` that
-            hold only pairs and ties.
+            hold only answers about one row each (pairs, ties, graded comparisons, ratings).
 
     Returns:
         The :class:`ComparisonRows`.
@@ -166,13 +200,20 @@ def comparison_rows(structure: PairStructure | ObservationStructure) -> Comparis
         ValueError: For observations with choices among more than two options or rankings.
     """
     if isinstance(structure, ObservationStructure):
-        other = set(structure.kinds) - {int(ObservationKind.PAIR), int(ObservationKind.TIE)}
+        other = set(structure.kinds) - {int(k) for k in SCALAR_KINDS}
         if other:
             names = ", ".join(ObservationKind(k).name for k in sorted(other))
-            raise ValueError(f"EP models pairs and ties, not {names} observations.")
+            raise ValueError(
+                f"EP models pairs, ties, graded comparisons and ratings, not {names} observations."
+            )
         B, m = structure.kind.shape
         rows = structure.rows.reshape(B, m, structure.width, 2)[:, :, 0]
-        real = structure.valid[..., 1]
+        rating = structure.kind == int(ObservationKind.RATING)
+        real = structure.valid[..., 1] | (structure.valid[..., 0] & rating)
+        levelled = {int(ObservationKind.GRADED), int(ObservationKind.RATING)}
+        if levelled & set(structure.kinds):
+            answers = RowAnswers(structure.kind, structure.level, structure.kinds)
+            return ComparisonRows(rows, real, answers)
         tie = None
         if int(ObservationKind.TIE) in structure.kinds:
             tie = real & (structure.kind == int(ObservationKind.TIE))
@@ -183,24 +224,29 @@ def comparison_rows(structure: PairStructure | ObservationStructure) -> Comparis
         real = torch.ones(rows.shape[:2], dtype=torch.bool, device=rows.device)
     else:
         real = structure.comp_weight > 0
+    if structure.comp_kind is not None:
+        answers = RowAnswers(structure.comp_kind, structure.comp_level, structure.kinds)
+        return ComparisonRows(rows, real, answers)
     return ComparisonRows(rows, real)
 
 
 def comparison_derivatives(
-    likelihood: PairwiseLikelihood, c: Tensor, tie: Tensor | None, scale: Tensor | None = None
+    likelihood: PairwiseLikelihood, c: Tensor, tie: Answers, scale: Tensor | None = None
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Log-likelihood of each comparison at its difference ``c``, and its first and negative
-    second derivatives: a win's, or a tie's where ``tie`` is set.
+    second derivatives: a win's, a tie's where ``tie`` is set, or each row's own answer's.
 
     Args:
         likelihood: The pair likelihood.
-        c: ``B x m`` differences (winner minus loser).
-        tie: ``B x m`` mask of ties, or ``None``.
-        scale: The scale to evaluate the link at (default: the likelihood's).
+        c: ``B x m`` row values (winner minus loser; a rating's design's utility).
+        tie: What the rows answer (:data:`Answers`).
+        scale: The pair scale to evaluate the link at (default: the likelihood's).
 
     Returns:
         ``(log_p, grad, neg_hess)`` shaped like ``c``.
     """
+    if isinstance(tie, RowAnswers):
+        return likelihood.row_derivatives(c, tie.kind, tie.level, tie.kinds, scale)
     terms = likelihood.derivatives(c, scale)
     if tie is None:
         return terms
@@ -210,7 +256,7 @@ def comparison_derivatives(
 
 
 def tilted_moments(
-    likelihood: PairwiseProbit, mean: Tensor, var: Tensor, tie: Tensor | None = None
+    likelihood: PairwiseProbit, mean: Tensor, var: Tensor, tie: Answers = None
 ) -> tuple[Tensor, Tensor, Tensor]:
     r"""Log-normaliser, mean and variance of :math:`p(c)\,N(c; m, v)` (normalised), for the
     probit likelihood :math:`p` of a win (or of a tie where ``tie`` is set).
@@ -219,7 +265,7 @@ def tilted_moments(
         likelihood: The probit pair likelihood (with its tie threshold, if any).
         mean: Cavity means :math:`m`.
         var: Cavity variances :math:`v > 0`.
-        tie: Mask of ties, or ``None``.
+        tie: What the rows answer (:data:`Answers`).
 
     Returns:
         ``(log_z, mean, var)`` shaped like ``mean``: :math:`\log Z`, :math:`\hat m`,
@@ -283,7 +329,7 @@ def run_ep(
     nu: Tensor,
     real: Tensor,
     *,
-    tie: Tensor | None = None,
+    tie: Answers = None,
     damping: float = DAMPING,
     tol: float | None = None,
     max_sweeps: int = 200,
@@ -296,7 +342,7 @@ def run_ep(
         tau: ``B x m`` starting site precisions (:func:`laplace_sites`, or an earlier run's).
         nu: ``B x m`` starting site parameters.
         real: ``B x m`` mask of real comparisons.
-        tie: ``B x m`` mask of ties (:class:`ComparisonRows`), or ``None``.
+        tie: What the rows answer (:attr:`ComparisonRows.tie`).
         damping: Fraction of the way the sweeps after the first :data:`UNDAMPED_SWEEPS` move
             the sites, in ``(0, 1]``.
         tol: Stop when no site parameter changes by more than ``tol`` times the largest (and at
@@ -351,7 +397,7 @@ def ep_log_evidence(
     likelihood: PairwiseProbit,
     sites: EPSites,
     real: Tensor,
-    tie: Tensor | None = None,
+    tie: Answers = None,
 ) -> Tensor:
     r"""EP's log evidence :math:`\log Z_{EP}` (``B``), differentiable in ``K_C`` and the tie
     threshold at fixed sites.
@@ -361,7 +407,7 @@ def ep_log_evidence(
         likelihood: The probit pair likelihood (its tie threshold with autograd, if any).
         sites: Converged sites for (the values of) ``K_C`` and the tie threshold.
         real: ``B x m`` mask of real comparisons.
-        tie: ``B x m`` mask of ties, or ``None``.
+        tie: What the rows answer (:attr:`ComparisonRows.tie`).
 
     Returns:
         The evidence of each member (module docstring).

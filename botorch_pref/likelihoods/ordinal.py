@@ -114,24 +114,20 @@ class OrdinalAnswers:
         Raises:
             ValueError: Naming both numbers when they differ from the likelihood's.
         """
-        if graded_levels is not None:
-            k = whole_number(graded_levels, "graded_levels", 2)
-            if self.graded_levels is None:
-                self._init_graded(k)
-            elif self.graded_levels != k:
+        for levels, attr, what, init in (
+            (graded_levels, "graded_levels", "graded comparisons", self._init_graded),
+            (rating_levels, "rating_levels", "ratings", self._init_rating),
+        ):
+            if levels is None:
+                continue
+            k = whole_number(levels, attr, 2)
+            current = getattr(self, attr)
+            if current is None:
+                init(k)
+            elif current != k:
                 raise ValueError(
-                    f"the data's graded comparisons have {k} levels, the likelihood's "
-                    f"thresholds {self.graded_levels}: build the likelihood with "
-                    f"graded_levels={k}."
-                )
-        if rating_levels is not None:
-            k = whole_number(rating_levels, "rating_levels", 2)
-            if self.rating_levels is None:
-                self._init_rating(k)
-            elif self.rating_levels != k:
-                raise ValueError(
-                    f"the data's ratings have {k} levels, the likelihood's cut points "
-                    f"{self.rating_levels}: build the likelihood with rating_levels={k}."
+                    f"the data's {what} have {k} levels, the likelihood's {current}: build "
+                    f"the likelihood with {attr}={k}."
                 )
 
     def _init_graded(self, k: int) -> None:

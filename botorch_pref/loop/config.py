@@ -28,8 +28,9 @@ Defaults and why:
   ``ratings=k`` takes a rating of each option on ``k`` levels beside (or instead of) the
   comparison (:mod:`~botorch_pref.loop.answers` states the scales). Both are modelled by
   :class:`~botorch_pref.likelihoods.PairwiseProbit` with fitted thresholds
-  (:mod:`~botorch_pref.likelihoods.ordinal`), with the Laplace approximation (expectation
-  propagation models binary pairs and ties only). On a graded scale "no preference" is the
+  (:mod:`~botorch_pref.likelihoods.ordinal`), with the Laplace approximation by default, as
+  for ties: the answers study of graded answers ran with it (``inference="ep"`` fits them by
+  expectation propagation, unmeasured in the loop). On a graded scale "no preference" is the
   middle level of an odd scale: ``ties`` resolves to whether the scale has one.
 * The loop's model is not the model class's default. :class:`~botorch_pref.models.pairwise.
   PairwiseLaplaceGP` on its own (BoTorch's drop-in for ``PairwiseGP``) has a scaled ARD RBF
@@ -169,16 +170,15 @@ class LaplaceFactory:
 
     def for_answers(self, answers: AnswerFormat, ties: bool) -> LaplaceFactory:
         """The factory with its inference resolved for the answer format and ``ties``; EP
-        given for answers other than binary pairs (and ties) raises a ``ValueError``."""
+        given for choices among ``q > 2`` options raises a ``ValueError``."""
         inference = self.inference
-        pairs = answers.mode == "pairs" and answers.binary
+        pairs = answers.mode == "pairs"
         if inference is None:
-            inference = DEFAULT_INFERENCE if pairs and not ties else "laplace"
+            inference = DEFAULT_INFERENCE if pairs and answers.binary and not ties else "laplace"
         elif inference == "ep" and not pairs:
-            got = "graded comparisons or ratings" if answers.mode == "pairs" else "choices"
             raise ValueError(
-                "inference='ep' needs binary probit pair answers (answers='pairs', without "
-                f"levels or ratings), got {got}; use inference='laplace'."
+                "inference='ep' needs probit pair answers (answers='pairs' or 'graded'); "
+                "use inference='laplace'."
             )
         return (
             self if inference == self.inference else dataclasses.replace(self, inference=inference)

@@ -23,18 +23,17 @@ and:
   acquisition queries agree with it in distribution.
 
 Graded answers and ratings (``answers="graded", levels=k`` and/or ``ratings=k``, the
-optimiser's settings) are answered by users with grade thresholds and rating cut points
-calibrated on the problem: the thresholds at quantiles of the utility gaps of pairs of top-1%
-designs, the pairs the answer noise is calibrated on
-(:func:`~botorch_pref.users.calibrate_grades` with ``among="top"``: gaps of random pairs are
-orders of magnitude wider than those of the designs an optimiser compares late, on Branin 22
-against 0.1, and would make nearly every late answer "about the same"), the rating cut points
-at quantiles of the utility of random designs (:func:`~botorch_pref.users.calibrate_ratings`).
-The direction
-of a graded answer is the binary user's own draw (the same noise stream, so a graded run and a
-binary run of one seed see the same answer noise for direction), its strength the number of
-thresholds below the perceived difference (with extra strength noise for ``grade_noise > 1``),
-and each option's rating the number of cut points below its perceived utility. They need
+optimiser's settings) are answered by :class:`~botorch_pref.graded_users.GradedUser` s: grade
+thresholds at quantiles of the utility gaps of pairs of top-1% designs, the pairs the answer
+noise is calibrated on (:func:`~botorch_pref.graded_users.calibrate_grades` with
+``among="top"``; gaps of random pairs are orders of magnitude wider than those of the designs
+an optimiser compares late, on Branin 22 against 0.1, and would make nearly every late answer
+"about the same"), rating cut points at quantiles of the utility of random designs
+(:func:`~botorch_pref.graded_users.calibrate_ratings`). The direction of a graded answer is the
+binary user's own draw (the same noise stream, so a graded run and a binary run of one seed see
+the same answer noise for direction), its strength the number of thresholds below the perceived
+difference (with extra strength noise for ``grade_noise > 1``), and each option's rating the
+number of cut points below its perceived utility. They need
 ``backend="sequential"``: the graded thresholds and rating cut points of the likelihood are
 shared parameters, not one per member, so the batched fitter cannot hold them (a
 ``ValueError`` says so).
@@ -50,18 +49,14 @@ import torch
 from torch import Tensor
 
 from botorch_pref.checks import nonnegative_real
+from botorch_pref.graded_users import GradedUser, calibrate_grades, calibrate_ratings
 from botorch_pref.loop.answers import Answer, AnswerFormat
 from botorch_pref.loop.config import LoopConfig, nonnegative_int, positive_int
 from botorch_pref.loop.policy import STRATEGIES, QueryPolicy, configure
 from botorch_pref.loop.state import LoopState
 from botorch_pref.runtime import problem_threads
 from botorch_pref.test_functions import Utility, get_utility
-from botorch_pref.users import (
-    SimulatedUser,
-    calibrate_grades,
-    calibrate_noise,
-    calibrate_ratings,
-)
+from botorch_pref.users import SimulatedUser, calibrate_noise
 
 __all__ = [
     "BATCHED_STRATEGIES",
@@ -313,8 +308,10 @@ def _users(
         thresholds = calibrate_grades(utility, form.levels, seed=0, among="top")
     if form.ratings is not None:
         cuts = calibrate_ratings(utility, form.ratings, seed=0)
+    if form.binary:
+        return [SimulatedUser(utility, noise=noise, scale=scale, seed=s) for s in seeds]
     return [
-        SimulatedUser(
+        GradedUser(
             utility,
             noise=noise,
             scale=scale,
@@ -327,7 +324,9 @@ def _users(
     ]
 
 
-def _answer(user: SimulatedUser, X: Tensor, form: AnswerFormat, tie_band: float) -> Answer:
+def _answer(
+    user: SimulatedUser | GradedUser, X: Tensor, form: AnswerFormat, tie_band: float
+) -> Answer:
     """A simulated user's answer to query ``X`` in the run's answer format."""
     strength = None
     if form.graded:
