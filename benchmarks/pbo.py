@@ -358,7 +358,7 @@ NOT_IN_SUITE = (
     "strategies", "models", "runs", "q", "effort", "refit_every", "merge", "batched",
     "choice_study", "device", "dtype", "sequential_replications", "no_sequential",
 )  # fmt: skip
-SUITE_ONLY = ("suite_strategies", "set", "anchor", "tie_band")
+SUITE_ONLY = ("suite_strategies", "set", "anchor", "tie_band", "answers", "backend")
 
 
 def _check_unused(parser: argparse.ArgumentParser, args: argparse.Namespace, suite: bool) -> None:

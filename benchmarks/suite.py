@@ -23,7 +23,8 @@ two suite runs (a lever's A/B with common random numbers), and ``--tabulate JSON
 runs into one table and plot with the BoTorch runs cached by then. Both also print where the
 questions go for runs that recorded their designs (``benchmarks/suite_questions.py``).
 ``--problems holdout`` runs the problems outside the suite (:data:`HOLDOUT`) on which the
-defaults are checked.
+defaults are checked. ``--answers binary graded5 ...`` adds the answers axis (binary, graded and
+rated answers, paired by seed: ``benchmarks/suite_answers.py``) and its own table.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import suite_anchor
+from benchmarks import suite_anchor, suite_answers
 from benchmarks.suite_questions import log_regret_asked, questions
 from benchmarks.suite_stats import fmt_mean_se
 from botorch_pref.loop import run_replications
@@ -75,14 +76,15 @@ def setting(text: str) -> tuple[str, object]:
 
 
 def run_ours(problem: str, strategy: str, R: int, queries: int, seed: int, scale: float,
-             settings: dict, tie_band: float = 0.0) -> dict:  # fmt: skip
+             settings: dict, tie_band: float = 0.0, **options) -> dict:  # fmt: skip
     """``R`` lockstep replications of the product's loop: log10 regret curves and timing
-    (``tie_band``: the users' "no preference" band in noise scales, see ``run_replications``)."""
+    (``tie_band``: the users' "no preference" band in noise scales; ``options``: further
+    arguments of ``run_replications``, ``backend`` and ``grade_noise``)."""
     d = get_utility(problem).dim
     after = [k for k in CHECKPOINTS if k <= queries]
     res = run_replications(
         problem, strategy, R, queries, scale=scale, seed=seed, n_initial=4 * d,
-        anywhere_after=after, tie_band=tie_band, **settings,
+        anywhere_after=after, tie_band=tie_band, **options, **settings,
     )  # fmt: skip
     n0 = res.n_initial - 1  # curves start at the last initial answer
     return {
@@ -173,7 +175,7 @@ def answers_to_match(ours: dict, anchor: dict, queries: int) -> int | None:
     return first if first < horizon else None
 
 
-def _match(ours: dict, anchor: dict, queries: int) -> str:
+def match_cell(ours: dict, anchor: dict, queries: int) -> str:
     """:func:`answers_to_match` as a table cell: ``"> N"`` past our horizon ``N``."""
     k = answers_to_match(ours, anchor, queries)
     return f"> {min(len(c) for c in ours['log_regret']) - 1}" if k is None else str(k)
@@ -214,7 +216,7 @@ def table(results: dict, queries: int) -> str:
                 diff = fmt_mean_se(diffs)
                 their_compared = anchor.get("log_regret_compared", [])
                 their_best = fmt_mean_se([c[queries] for c in their_compared])
-                match = _match(ours, anchor, queries) if diffs else "-"  # no shared seed
+                match = match_cell(ours, anchor, queries) if diffs else "-"  # no shared seed
                 row += f" | {theirs} ({len(anchor['seeds'])}) | {their_best} | {diff} | {match} | "
                 row += f"{ours['seconds_per_query']:.3f} | {anchor['seconds_per_query']:.2f} |"
             else:
@@ -283,7 +285,8 @@ def plot(results: dict, path: Path) -> None:
     fig = Figure(figsize=(5 * cols, 4 * rows), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, cols, squeeze=False).reshape(-1)
-    colour = {s: f"C{i}" for i, s in enumerate(SUITE_STRATEGIES)}
+    labels = dict.fromkeys(name for cells in results.values() for name in cells)
+    colour = {name: f"C{i % 10}" for i, name in enumerate(labels)}
     for ax, problem in zip(axes, problems, strict=False):
         for strategy, cell in results[problem].items():
             for who, style in (("ours", "-"), ("anchor", "--")):
@@ -314,28 +317,38 @@ def run(args: argparse.Namespace) -> int:
         return tabulate(args)
     settings = dict(setting(s) for s in args.set or [])
     problems, strategies, R = args.problems, args.suite_strategies, args.replications
+    arms = args.answers or ["binary"]
+    backend = suite_answers.backend(arms, args.backend)
     out = Path(args.out + "-suite")
     config = {"problems": list(problems), "strategies": strategies, "replications": R,
               "queries": args.queries, "seed": args.seed, "settings": settings,
-              "error_rate": args.error_rate, "tie_band": args.tie_band}  # fmt: skip
+              "error_rate": args.error_rate, "tie_band": args.tie_band, "answers": arms,
+              "backend": backend}  # fmt: skip
     print(f"suite: {config}; torch {torch.__version__}", flush=True)
     results: dict = {}
     for problem in problems:
         scale = calibrate_noise(get_utility(problem), args.error_rate, noise="gumbel", seed=0)
         results[problem] = {}
         for strategy in strategies:
-            t0 = time.perf_counter()
-            ours = run_ours(
-                problem, strategy, R, args.queries, args.seed, scale, settings, args.tie_band
-            )
             anchor = run_anchor(problem, strategy, R, args.queries, args.seed, scale, args.anchor)
-            results[problem][strategy] = {"ours": ours, "anchor": anchor}
-            final = [c[args.queries] for c in ours["log_regret"]]
-            print(f"  {problem} {strategy}: ours @{args.queries} {fmt_mean_se(final)}; "
-                  f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
-            payload = {"config": config, "results": results}
-            out.with_suffix(".json").write_text(json.dumps(payload))
+            for arm in arms:
+                t0 = time.perf_counter()
+                arm_settings, grade_noise = suite_answers.ARMS[arm]
+                ours = run_ours(
+                    problem, strategy, R, args.queries, args.seed, scale,
+                    {**settings, **arm_settings}, args.tie_band, backend=backend,
+                    grade_noise=grade_noise,
+                )  # fmt: skip
+                name = suite_answers.label(strategy, arm)
+                results[problem][name] = {"ours": ours, "anchor": anchor}
+                final = [c[args.queries] for c in ours["log_regret"]]
+                print(f"  {problem} {name}: ours @{args.queries} {fmt_mean_se(final)}; "
+                      f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+                payload = {"config": config, "results": results}
+                out.with_suffix(".json").write_text(json.dumps(payload))
     print(table(results, args.queries), flush=True)
+    if arms != ["binary"]:
+        print("\n" + suite_answers.answers_table(results, args.queries), flush=True)
     plot(results, out.with_suffix(".png"))
     print(f"\nwrote {out.with_suffix('.json')} and {out.with_suffix('.png')}", flush=True)
     return 0
@@ -411,13 +424,16 @@ def tabulate(args: argparse.Namespace) -> int:
             if problem not in scales:
                 utility = get_utility(problem)
                 scales[problem] = calibrate_noise(utility, rate, noise="gumbel", seed=0)
-            for strategy, cell in cells.items():
+            for name, cell in cells.items():
                 R = len(cell["ours"]["seeds"])
+                strategy = suite_answers.split(name)[0]
                 cell["anchor"] = run_anchor(
                     problem, strategy, R, cfg["queries"], cfg["seed"], scales[problem], "cached"
                 )
     pooled = pool(payloads)
     print(table(pooled["results"], pooled["config"]["queries"]), flush=True)
+    if any(suite_answers.split(n)[1] != "binary" for c in pooled["results"].values() for n in c):
+        print("\n" + suite_answers.answers_table(pooled["results"], pooled["config"]["queries"]))
     pairs = {(p, s): (c["ours"], c.get("anchor")) for p, cs in pooled["results"].items()
              for s, c in cs.items()}  # fmt: skip
     asked = questions(pairs, pooled["config"]["queries"])
@@ -449,6 +465,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="our runs' users answer 'no preference' to pairs whose perceived utilities differ "
         "by less than this many noise scales (needs --set ties=true and --anchor none: "
         "BoTorch's pipeline has no such answers)",
+    )
+    parser.add_argument(
+        "--answers",
+        nargs="+",
+        choices=list(suite_answers.ARMS),
+        help="the answers axis: our runs with each answer format, paired by seed "
+        "(benchmarks/suite_answers.py); default: binary only",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "batched", "sequential"),
+        default="auto",
+        help="our runs' back end; auto: batched for binary answers only, else sequential",
     )
     parser.add_argument(
         "--anchor",

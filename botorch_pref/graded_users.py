@@ -32,7 +32,7 @@ from torch import Tensor
 
 from botorch_pref.checks import nonnegative_real, whole_number
 from botorch_pref.test_functions import check_tensor
-from botorch_pref.users import SimulatedUser, calibrate_noise, random_utilities
+from botorch_pref.users import SimulatedUser, calibrate_noise, random_utilities, top_pair_gaps
 
 __all__ = ["GradedUser", "calibrate_grades", "calibrate_ratings"]
 
@@ -220,13 +220,18 @@ def calibrate_grades(
     n_pairs: int = 10**5,
     seed: int | torch.Generator | None = 0,
     dim: int | None = None,
+    among: str = "random",
 ) -> Tensor:
     r"""Grade thresholds for a ``levels``-level scale at fixed quantiles of utility gaps.
 
     With :math:`h = \lfloor (k-1)/2 \rfloor` thresholds (:math:`k` = ``levels``), threshold
     :math:`i` is the quantile :math:`i/(h+1)` of :math:`|f(x) - f(x')|` over ``n_pairs`` pairs of
-    uniform random designs, so a noiseless user answers such pairs with every strength about
-    equally often; pass them to :class:`SimulatedUser` with ``grade_thresholds``.
+    uniform random designs (``among="random"``), or of pairs of top-1% designs
+    (``among="top"``, :func:`~botorch_pref.users.top_pair_gaps`: the pairs the answer noise is
+    calibrated on, so that strengths tell good designs apart, where an optimiser asks its
+    questions; random pairs' gaps are far wider, on Branin 22 against 0.1), so a noiseless user
+    answers such pairs with every strength about equally often; pass them to
+    :class:`SimulatedUser` with ``grade_thresholds``.
 
     Args:
         utility: A callable mapping ``n x d`` unit-cube designs to ``n`` utilities.
@@ -234,19 +239,26 @@ def calibrate_grades(
         n_pairs: Random pairs.
         seed: Seed or generator of the designs.
         dim: The input dimension; defaults to ``utility.dim``.
+        among: ``"random"`` or ``"top"``: the pairs whose gaps set the thresholds.
 
     Returns:
         The ``h`` thresholds (float64).
 
     Raises:
-        ValueError: For an even or too small ``levels``, or a constant utility.
+        ValueError: For an even or too small ``levels``, an unknown ``among``, or a constant
+            utility.
     """
     levels = whole_number(levels, "levels", 3)
     if levels % 2 == 0:
         raise ValueError(f"levels must be odd (a middle 'about the same' level), got {levels}.")
     n_pairs = whole_number(n_pairs, "n_pairs", 2)
-    u = random_utilities(utility, 2 * n_pairs, dim, seed)
-    gaps = (u[:n_pairs] - u[n_pairs:]).abs()
+    if among == "top":
+        gaps = top_pair_gaps(utility, n_pairs, seed, dim=dim)
+    elif among == "random":
+        u = random_utilities(utility, 2 * n_pairs, dim, seed)
+        gaps = (u[:n_pairs] - u[n_pairs:]).abs()
+    else:
+        raise ValueError(f"among must be 'random' or 'top', got {among!r}.")
     h = (levels - 1) // 2
     q = torch.arange(1, h + 1, dtype=torch.float64) / (h + 1)
     thresholds = torch.quantile(gaps, q)

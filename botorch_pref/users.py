@@ -36,6 +36,7 @@ __all__ = [
     "error_probability",
     "random_utilities",
     "simulate_comparisons",
+    "top_pair_gaps",
     "top_utilities",
 ]
 
@@ -411,6 +412,29 @@ def _mean_error(delta: Tensor, scale: float, noise: str) -> float:
     return error_probability(delta, scale, noise).mean().item()
 
 
+def top_pair_gaps(
+    utility: Callable[[Tensor], Tensor],
+    n_pairs: int = 10**5,
+    seed: int | torch.Generator | None = 0,
+    **top_kwargs: Any,
+) -> Tensor:
+    """Absolute utility gaps of ``n_pairs`` random pairs of distinct top designs: the pairs
+    :func:`calibrate_noise` calibrates the answer noise on.
+
+    Args:
+        utility: A callable mapping ``n x d`` unit-cube designs to ``n`` utilities.
+        n_pairs: The number of pairs.
+        seed: Seed or generator of the designs and the pairs.
+        **top_kwargs: Passed to :func:`top_utilities` (``dim``, ``n_candidates``,
+            ``top_fraction``, ``chunk_size``).
+
+    Returns:
+        ``n_pairs`` float64 gaps.
+    """
+    g = _make_generator(seed)
+    return _pair_gaps(top_utilities(utility, seed=g, **top_kwargs), n_pairs, g)
+
+
 def _pair_gaps(top: Tensor, n_pairs: int, g: torch.Generator | None) -> Tensor:
     """Absolute utility gaps of ``n_pairs`` uniform pairs of distinct entries of ``top``."""
     k = top.shape[0]
@@ -478,16 +502,15 @@ def calibrate_noise(
     n_pairs = whole_number(n_pairs, "n_pairs", 1)
     if not (math.isfinite(rtol) and rtol > 0):
         raise ValueError(f"rtol must be a finite number > 0, got {rtol!r}.")
-    g = _make_generator(seed)
-    top = top_utilities(
+    delta = top_pair_gaps(
         utility,
+        n_pairs,
+        seed,
         dim=dim,
         n_candidates=n_candidates,
         top_fraction=top_fraction,
-        seed=g,
         chunk_size=chunk_size,
     )
-    delta = _pair_gaps(top, n_pairs, g)
     positive = delta[delta > 0]
     if positive.numel() == 0 or 0.5 * (delta == 0).double().mean().item() >= error_rate:
         raise ValueError(

@@ -15,7 +15,9 @@ SESSION_FAST = {"strategy": "random", "seed": 3, "refit_all_until": 0, "refit_ev
 
 def same_recommendation(a, b) -> bool:
     """Whether two :class:`~botorch_pref.loop.Recommendation` s are equal, exactly (its design
-    is a tensor, which ``==`` of the tuples cannot compare)."""
+    is a tensor, which ``==`` of the tuples cannot compare); ``None`` equals only ``None``."""
+    if a is None or b is None:
+        return a is b
     return torch.equal(a.x, b.x) and (a.mean, a.std, a.index) == (b.mean, b.std, b.index)
 
 

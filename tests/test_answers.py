@@ -133,7 +133,7 @@ def test_the_answer_type_takes_new_optional_fields_by_name():
     """Every field past ``kind`` has a default, and nothing reads an answer by position, so a
     further kind of answer adds an optional field without changing the existing ones."""
     fields = dataclasses.fields(Answer)
-    assert [f.name for f in fields] == ["kind", "winner", "ranking"]
+    assert [f.name for f in fields] == ["kind", "winner", "ranking", "strength", "ratings"]
     assert all(f.default is None for f in fields[1:])
     assert Answer("skip") == Answer(kind="skip", winner=None, ranking=None)
     with pytest.raises(dataclasses.FrozenInstanceError):

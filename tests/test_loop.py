@@ -147,7 +147,7 @@ def test_qeubo_with_q3_asks_distinct_points():
 
 def test_q3_answers_are_choices_and_rankings_by_default():
     opt = PreferenceOptimizer(BOUNDS, strategy="random", q=3, seed=3)
-    assert opt.config.answers == "choice"
+    assert opt.config.answers.mode == "choice"
     X = opt.ask()
     opt.tell(X, winner=1)
     X = opt.ask()

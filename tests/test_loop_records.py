@@ -52,7 +52,7 @@ def test_members_with_different_answers_are_padded_with_empty_rows():
 
 def test_config_resolves_every_default_once():
     c, policy = configure(6, "qeubo", 3, None, {"seed": 1})
-    assert (policy.n_initial, c.answers, policy.steps[-1].mc_samples) == (20, "choice", 128)
+    assert (policy.n_initial, c.answers.mode, policy.steps[-1].mc_samples) == (20, "choice", 128)
     assert (c.num_restarts, c.raw_samples) == (None, None)  # resolved for the policy's strategy
     assert c.with_effort(3).num_restarts == 10 and c.with_effort(3).raw_samples == 512
     assert isinstance(c.likelihood(), Ranking)

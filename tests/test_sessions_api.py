@@ -412,7 +412,7 @@ def test_export_json_and_csv_round_trip(tmp_path, db, session):
     assert data["answers"][-1]["retracted_at"] is not None
     assert [q["status"] for q in data["queries"]][-2:] == ["pending", "withdrawn"]
     lines = (tmp_path / "a.csv").read_text().splitlines()
-    assert lines[0].endswith("retracted_at,option,x,y")
+    assert lines[0].endswith("retracted_at,option,rating,x,y")
     assert len(lines) == 1 + 2 * 5
     with Session.create(db, "copy_json", PARAMS, **FAST) as c1:
         assert c1.import_comparisons(tmp_path / "a.json") == 4

@@ -176,7 +176,7 @@ def test_status_list_export_import(db, tmp_path, capsys, monkeypatch):
     assert json.loads(out)["session"]["name"] == "alice"
     status, out, _ = run_cli(capsys, monkeypatch, "session", "export", db, "alice", "--format",
                              "csv")  # fmt: skip
-    assert out.splitlines()[0].endswith(",option,x,y") and len(out.splitlines()) == 5
+    assert out.splitlines()[0].endswith(",option,rating,x,y") and len(out.splitlines()) == 5
     target = tmp_path / "alice.csv"
     status, out, _ = run_cli(capsys, monkeypatch, "session", "export", db, "alice", "-o", target)
     assert status == 0 and "Exported 2 answers" in out and target.exists()

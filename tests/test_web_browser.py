@@ -278,3 +278,57 @@ def test_the_documented_pages_render_without_console_errors(browser, tmp_path):
         assert len(tops) == 1 and len(widths) == 1  # one row of four equal options
         _save(browser, tmp_path, "question-q4.png", height=900)
         assert _console_errors(browser) == []
+
+
+def _rate(driver, ratings: list[int]) -> None:
+    """Click each option's rating (its level from 0), then the heading (the focus leaves the
+    radio buttons, where keys move between them)."""
+    for option, level in enumerate(ratings):
+        driver.find_element(
+            By.CSS_SELECTOR, f'input[name="rating-{option}"][value="{level}"]'
+        ).click()
+    driver.find_element(By.TAG_NAME, "h1").click()
+
+
+def test_a_graded_study_with_ratings_is_answered_by_clicks_and_keys(browser, tmp_path):
+    """The 5-point row and the ratings (saved as the docs' picture of a graded question)."""
+    path = tmp_path / "graded.db"
+    params = {"sweetness": (0, 10), "sourness": (0, 5)}
+    Session.create(path, "gus", params, "eubo", 2, 5, budget=10, n_initial=2,
+                   answers="graded", levels=5, ratings=3).close()  # fmt: skip
+    with ThreadServer(path) as server:
+        with server.client(admin=True) as c:
+            token = links(c.get("/admin").text)[0]
+        browser.get(f"{server.url}/a/{token}")
+        qid = _wait_for_new_query(browser, None)
+        grades = browser.find_elements(By.CSS_SELECTOR, "fieldset.scale button[name=grade]")
+        assert [g.text.rsplit(" ", 1)[0] for g in grades] == [
+            "Option 1 much better", "Option 1 slightly better", "About the same",
+            "Option 2 slightly better", "Option 2 much better",
+        ]  # fmt: skip
+        assert len({round(g.rect["y"]) for g in grades}) == 1  # one row
+        # without ratings the browser does not send the form (they are required)
+        grades[0].click()
+        assert _query_id(browser) == qid
+        _rate(browser, [2, 0])
+        _save(browser, tmp_path, "question-graded.png", height=700)
+        assert _console_errors(browser) == []
+        browser.find_elements(By.CSS_SELECTOR, "button[name=grade]")[0].click()
+        answered = [qid]
+        qid = _wait_for_new_query(browser, qid)
+        for key, ratings in (("4", [0, 1]), ("3", [1, 1]), (Keys.ARROW_LEFT, [1, 2])):
+            _rate(browser, ratings)
+            ActionChains(browser).send_keys(key).perform()
+            if key == Keys.ARROW_LEFT:  # not a graded answer: the page stays
+                assert _query_id(browser) == qid
+                browser.find_element(By.CSS_SELECTOR, 'button[value="skip"]').click()
+            answered.append(qid)
+            qid = _wait_for_new_query(browser, qid)
+        with Session.open(path, "gus") as s:
+            history = s.history()
+    given = [(h.answer.kind, h.answer.winner, h.answer.strength, h.answer.ratings) for h in history]
+    assert given == [
+        ("winner", 0, 2, (2, 0)), ("winner", 1, 1, (0, 1)), ("tie", None, None, (1, 1)),
+        ("skip", None, None, None),
+    ]  # fmt: skip
+    assert [h.stored.query_id for h in history] == answered

@@ -16,7 +16,7 @@
 The model factories live in :mod:`botorch_pref.models.factories` and are re-exported here.
 """
 
-from botorch_pref.loop.answers import Answer, InvalidAnswerError, validate_answer
+from botorch_pref.loop.answers import Answer, AnswerFormat, InvalidAnswerError, validate_answer
 from botorch_pref.loop.config import LaplaceFactory, LoopConfig, acquisition_effort
 from botorch_pref.loop.history import QueryRecord
 from botorch_pref.loop.hyperparameters import Hyperparameters
@@ -49,6 +49,7 @@ __all__ = [
     "STRATEGIES",
     "Acquire",
     "Answer",
+    "AnswerFormat",
     "Hyperparameters",
     "Initial",
     "InvalidAnswerError",

@@ -22,6 +22,16 @@ Defaults and why:
   Plackett-Luce ranking), both modelled by :class:`~botorch_pref.likelihoods.Ranking`; pairs
   use the probit pair likelihood. ``ties=True`` makes the pair likelihood ordinal
   (:class:`~botorch_pref.likelihoods.PairwiseProbit` with a fitted tie threshold).
+* Graded comparisons and ratings are opt-in (:func:`answers_from_settings`):
+  ``answers="graded", levels=5`` asks a pair's winner how much better it is on a ``levels``-level
+  scale ("A much better" ... "about the same" ... "B much better"; ``levels`` defaults to 5),
+  ``ratings=k`` takes a rating of each option on ``k`` levels beside (or instead of) the
+  comparison (:mod:`~botorch_pref.loop.answers` states the scales). Both are modelled by
+  :class:`~botorch_pref.likelihoods.PairwiseProbit` with fitted thresholds
+  (:mod:`~botorch_pref.likelihoods.ordinal`), with the Laplace approximation by default, as
+  for ties: the answers study of graded answers ran with it (``inference="ep"`` fits them by
+  expectation propagation, unmeasured in the loop). On a graded scale "no preference" is the
+  middle level of an odd scale: ``ties`` resolves to whether the scale has one.
 * The loop's model is not the model class's default. :class:`~botorch_pref.models.pairwise.
   PairwiseLaplaceGP` on its own (BoTorch's drop-in for ``PairwiseGP``) has a scaled ARD RBF
   kernel and the Laplace approximation, so that it does at least as well as ``PairwiseGP`` on
@@ -52,6 +62,7 @@ from torch import Tensor
 from botorch_pref.checks import strict_int
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.likelihoods import PairwiseLikelihood, PairwiseProbit, Ranking
+from botorch_pref.loop.answers import AnswerFormat
 from botorch_pref.models.data import INFERENCES
 from botorch_pref.models.factories import (
     MODEL_FACTORIES,
@@ -63,12 +74,15 @@ from botorch_pref.models.factories import (
 from botorch_pref.models.kernels import BASE_KERNELS
 
 __all__ = [
+    "ANSWER_SETTINGS",
+    "DEFAULT_GRADED_LEVELS",
     "DEFAULT_INFERENCE",
     "DEFAULT_KERNEL",
     "MODEL_SETTINGS",
     "LaplaceFactory",
     "LoopConfig",
     "acquisition_effort",
+    "answers_from_settings",
     "model_from_settings",
 ]
 
@@ -79,6 +93,10 @@ DEFAULT_KERNEL = "matern32"
 #: and the answers are probit pairs without ties (module docstring: the model class's own
 #: default is the Laplace approximation); ties and other answers take ``"laplace"``.
 DEFAULT_INFERENCE = "ep"
+#: The graded scale's number of levels of ``answers="graded"`` without ``levels``.
+DEFAULT_GRADED_LEVELS = 5
+#: The values of the ``answers`` keyword (``"graded"``: pairs on a graded scale).
+ANSWER_KEYWORDS = ("auto", "choice", "pairs", "graded")
 #: The model names :class:`LaplaceFactory` builds (``box``: ``"laplace-box"``).
 LAPLACE_MODELS = ("laplace", "laplace-box")
 
@@ -150,16 +168,16 @@ class LaplaceFactory:
         """The model's name: ``"laplace"`` or ``"laplace-box"``."""
         return LAPLACE_MODELS[self.box]
 
-    def for_answers(self, answers: str, ties: bool) -> LaplaceFactory:
-        """The factory with its inference resolved for ``answers`` (``"pairs"`` or
-        ``"choice"``) and ``ties``; EP given for answers other than pairs raises a
-        ``ValueError``."""
+    def for_answers(self, answers: AnswerFormat, ties: bool) -> LaplaceFactory:
+        """The factory with its inference resolved for the answer format and ``ties``; EP
+        given for choices among ``q > 2`` options raises a ``ValueError``."""
         inference = self.inference
+        pairs = answers.mode == "pairs"
         if inference is None:
-            inference = DEFAULT_INFERENCE if answers == "pairs" and not ties else "laplace"
-        elif inference == "ep" and answers != "pairs":
+            inference = DEFAULT_INFERENCE if pairs and answers.binary and not ties else "laplace"
+        elif inference == "ep" and not pairs:
             raise ValueError(
-                "inference='ep' needs probit pair answers (answers='pairs'); "
+                "inference='ep' needs probit pair answers (answers='pairs' or 'graded'); "
                 "use inference='laplace'."
             )
         return (
@@ -225,11 +243,61 @@ def model_from_settings(
     return model
 
 
+def answers_from_settings(
+    answers: str | AnswerFormat = "auto",
+    *,
+    levels: int | None = None,
+    ratings: int | None = None,
+) -> str | AnswerFormat:
+    """A run's ``answers`` from its keyword settings: the answer format they name.
+
+    Args:
+        answers: ``"auto"``, ``"choice"``, ``"pairs"`` (binary answers, how ``q > 2`` answers
+            are modelled), ``"graded"`` (pairs on a graded scale of ``levels`` levels,
+            default :data:`DEFAULT_GRADED_LEVELS`) or an
+            :class:`~botorch_pref.loop.answers.AnswerFormat`.
+        levels: The graded scale's number of levels (``>= 2``; with ``"auto"`` or ``"pairs"``
+            it makes the answers graded too).
+        ratings: The rating scale's number of levels (``>= 2``), or ``None`` for no ratings.
+
+    Returns:
+        ``answers`` itself without ``levels`` and ``ratings`` (a name :class:`LoopConfig`
+        resolves for ``q``), else the :class:`~botorch_pref.loop.answers.AnswerFormat`.
+
+    Raises:
+        ValueError: For an unknown name, a scale that is not an integer ``>= 2``, a scale with
+            ``answers="choice"`` (choices among ``q`` options are not graded or rated), or an
+            :class:`~botorch_pref.loop.answers.AnswerFormat` with ``levels`` or ``ratings``.
+    """
+    if isinstance(answers, AnswerFormat):
+        if levels is not None or ratings is not None:
+            raise ValueError("give levels and ratings in the AnswerFormat, not beside it.")
+        return answers
+    if answers not in ANSWER_KEYWORDS:
+        raise ValueError(f"answers must be one of {', '.join(ANSWER_KEYWORDS)}, got {answers!r}.")
+    if answers == "graded" and levels is None:
+        levels = DEFAULT_GRADED_LEVELS
+    if levels is None and ratings is None:
+        return answers
+    if answers == "choice":
+        raise ValueError(
+            f"levels={levels!r} and ratings={ratings!r} need answers='pairs' or 'graded': "
+            "choices among q options are neither graded nor rated."
+        )
+    return AnswerFormat("pairs", levels, ratings)
+
+
 #: The keyword settings of a run that are the model factory's arguments
 #: (:func:`model_from_settings`).
 MODEL_SETTINGS = tuple(
     name
     for name, p in inspect.signature(model_from_settings).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+)
+#: The keyword settings that shape the ``answers`` field (:func:`answers_from_settings`).
+ANSWER_SETTINGS = tuple(
+    name
+    for name, p in inspect.signature(answers_from_settings).parameters.items()
     if p.kind is inspect.Parameter.KEYWORD_ONLY
 )
 
@@ -251,8 +319,13 @@ class LoopConfig:
             :data:`~botorch_pref.models.factories.ModelFactory`, resolved to the factory:
             ``"laplace"`` and ``"laplace-box"`` to a :class:`LaplaceFactory` (with the loop's
             kernel, and its inference resolved for the answers).
-        answers: ``"choice"``, ``"pairs"`` or ``"auto"`` (how ``q > 2`` answers are modelled).
-        ties: Accept "no preference" answers to pairs (needs ``answers="pairs"``).
+        answers: ``"choice"``, ``"pairs"`` or ``"auto"`` (how ``q > 2`` answers are modelled),
+            ``"graded"`` (pairs on a :data:`DEFAULT_GRADED_LEVELS`-level scale), or an
+            :class:`~botorch_pref.loop.answers.AnswerFormat` (graded levels, rating levels;
+            :func:`answers_from_settings` makes one from ``levels=`` and ``ratings=``):
+            resolved to an :class:`~botorch_pref.loop.answers.AnswerFormat`.
+        ties: Accept "no preference" answers to pairs (needs ``answers="pairs"``); on a
+            graded scale resolved to whether the scale has a middle level (odd ``levels``).
         refit_every: After ``refit_all_until`` answers, refit every this many answers.
         refit_all_until: Refit after every answer up to this many answers.
         num_restarts: Acquisition optimiser restarts (``None``: :func:`acquisition_effort`).
@@ -265,7 +338,7 @@ class LoopConfig:
     dim: int
     q: int = 2
     model: str | ModelFactory = "laplace"
-    answers: str = "auto"
+    answers: str | AnswerFormat = "auto"
     ties: bool = False
     refit_every: int = 5
     refit_all_until: int = 30
@@ -295,7 +368,8 @@ class LoopConfig:
     def settings(self) -> dict[str, Any]:
         """The keyword settings that rebuild the config with its ``dim`` and ``q``: the model
         by name with its factory's arguments (:data:`MODEL_SETTINGS`; ``None`` for other
-        models), then the other fields."""
+        models), then the other fields, the answer format as its keywords
+        (:data:`ANSWER_SETTINGS`: ``answers`` a name, ``levels``, ``ratings``)."""
         factory = self.model if isinstance(self.model, LaplaceFactory) else None
         values: dict[str, Any] = {
             "model": self.model_name if self.packaged_model else self.model,
@@ -305,6 +379,9 @@ class LoopConfig:
         for f in dataclasses.fields(self):
             if f.name not in ("dim", "q", "model"):
                 values[f.name] = getattr(self, f.name)
+        form = self.answers
+        values["answers"] = "graded" if form.graded else form.mode
+        values["levels"], values["ratings"] = form.levels, form.ratings
         return values
 
     @property
@@ -328,8 +405,14 @@ class LoopConfig:
 
     def likelihood(self) -> PairwiseLikelihood | None:
         """A fresh likelihood for the answers, or ``None`` for the model's default probit."""
-        if self.answers == "choice":
+        form = self.answers
+        if form.mode == "choice":
             return Ranking()
+        if not form.binary:
+            tie = 0.5 if self.ties and not form.graded else None
+            return PairwiseProbit(
+                tie_threshold=tie, graded_levels=form.levels, rating_levels=form.ratings
+            )
         return PairwiseProbit(tie_threshold=0.5) if self.ties else None
 
     def model_kwargs(self) -> dict[str, Any]:
@@ -377,24 +460,34 @@ def _resolve(config: LoopConfig) -> dict[str, Any]:
     }
 
 
-def _answers(config: LoopConfig, q: int, model: ModelFactory) -> tuple[str, bool]:
+def _answers(config: LoopConfig, q: int, model: ModelFactory) -> tuple[AnswerFormat, bool]:
     """The validated ``(answers, ties)`` of ``config`` for ``q`` options per query."""
-    answers = config.answers
-    if answers not in ("auto", "choice", "pairs"):
-        raise ValueError(f"answers must be 'auto', 'choice' or 'pairs', got {answers!r}.")
-    answers = ("choice" if q > 2 else "pairs") if answers == "auto" else answers
+    form = answers_from_settings(config.answers)
+    if not isinstance(form, AnswerFormat):
+        form = AnswerFormat(("choice" if q > 2 else "pairs") if form == "auto" else form)
     ties = bool(config.ties)
-    if ties and answers == "choice":
+    if form.graded:
+        if q != 2:
+            raise ValueError(
+                f"graded comparisons (levels={form.levels}) are about pairs: q = 2, not {q}."
+            )
+        if ties and form.levels % 2 == 0:
+            raise ValueError(
+                f"ties=True needs a middle level ('about the same'); a {form.levels}-level scale "
+                "has none: use an odd number of levels."
+            )
+        ties = form.levels % 2 == 1
+    if ties and form.mode == "choice":
         raise ValueError(
             "ties=True needs answers='pairs': no tie model is defined for choices among "
             "more than two options."
         )
-    if (answers == "choice" or ties) and model is pairwisegp_model:
+    if (form.mode == "choice" or ties or not form.binary) and model is pairwisegp_model:
         raise ValueError(
-            "model='pairwisegp' models pairs only; use answers='pairs' and ties=False, "
+            "model='pairwisegp' models binary pairs only; use answers='pairs' and ties=False, "
             "or model='laplace'."
         )
-    return answers, ties
+    return form, ties
 
 
 def _factory(model: Any) -> ModelFactory:

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from botorch_pref.data.preferences import PreferenceData
 from botorch_pref.likelihoods import ObservationKind
-from botorch_pref.loop.answers import Answer, InvalidAnswerError, encode_answer
+from botorch_pref.loop.answers import Answer, AnswerFormat, InvalidAnswerError, encode_answer
 
 __all__ = [
     "AnswerRecord",
@@ -55,12 +55,17 @@ class QueryRecord(NamedTuple):
         winner: The index of the preferred option (``None`` for "no preference").
         ranking: The full ranking (best first) when one was given, else ``None``.
         tie: ``True`` for a "no preference" answer.
+        strength: The winner's strength on the run's graded scale (1 "slightly" ..
+            ``levels // 2`` "much"), or ``None``.
+        ratings: One rating per option on the run's rating scale, or ``None``.
     """
 
     query: Tensor
     winner: int | None
     ranking: tuple[int, ...] | None = None
     tie: bool = False
+    strength: int | None = None
+    ratings: tuple[int, ...] | None = None
 
 
 class Recommendation(NamedTuple):
@@ -109,18 +114,32 @@ def stack_data(items: Sequence[PreferenceData]) -> PreferenceData:
     options = torch.full((len(items), m, Q), -1, dtype=torch.long, device=device)
     kind = torch.full((len(items), m), int(ObservationKind.PAIR), device=device)
     stages = torch.zeros(len(items), m, dtype=torch.long, device=device)
+    level = torch.full((len(items), m), -1, dtype=torch.long, device=device)
     for r, d in enumerate(items):
         options[r, : len(d), : d.max_options] = d.options
         kind[r, : len(d)] = d.kind
         stages[r, : len(d)] = d.n_stages
-    return PreferenceData.from_checked(options, kind, stages)
+        level[r, : len(d)] = d.level
+    return PreferenceData.from_checked(options, kind, stages, level, **_scales(items))
+
+
+def _scales(items: Sequence[PreferenceData]) -> dict[str, int | None]:
+    """The numbers of levels of data sets that agree on them (``None`` agrees with any)."""
+    return {
+        attr: next((v for d in items if (v := getattr(d, attr)) is not None), None)
+        for attr in ("graded_levels", "rating_levels")
+    }
 
 
 def member_data(data: PreferenceData, r: int) -> PreferenceData:
     """Member ``r``'s observations of ``(R,)``-batched data, padding rows removed."""
     real = (data.options[r] >= 0).any(-1)
     return PreferenceData.from_checked(
-        data.options[r][real], data.kind[r][real], data.n_stages[r][real]
+        data.options[r][real],
+        data.kind[r][real],
+        data.n_stages[r][real],
+        data.level[r][real],
+        **_scales([data]),
     )
 
 
@@ -130,12 +149,15 @@ class AnswerRecord:
     Args:
         R: The number of members.
         bounds: ``2 x d`` bounds in user units (the unit cube is their normalisation).
-        mode: How answers are encoded: ``"choice"`` or ``"pairs"``
+        mode: How answers are encoded: ``"choice"`` or ``"pairs"``, or an
+            :class:`~botorch_pref.loop.answers.AnswerFormat` with graded and rating scales
             (:func:`~botorch_pref.loop.answers.encode_answer`).
         tkwargs: Device and dtype of the designs.
     """
 
-    def __init__(self, R: int, bounds: Tensor, mode: str, tkwargs: dict[str, Any]) -> None:
+    def __init__(
+        self, R: int, bounds: Tensor, mode: str | AnswerFormat, tkwargs: dict[str, Any]
+    ) -> None:
         d = bounds.shape[-1]
         self.bounds, self.mode, self.tkwargs = bounds, mode, tkwargs
         self.entries: list[list[tuple[tuple[int, ...], Answer]]] = [[] for _ in range(R)]
@@ -163,7 +185,10 @@ class AnswerRecord:
         """Member ``r``'s ``i``-th answered query."""
         index, answer = self.entries[r][i]
         query = self.X_user[r, list(index)]
-        return QueryRecord(query, answer.winner, answer.ranking, answer.kind == "tie")
+        tie = answer.kind == "tie"
+        return QueryRecord(
+            query, answer.winner, answer.ranking, tie, answer.strength, answer.ratings
+        )
 
     def match(self, r: int, X: Tensor) -> tuple[list[int], Tensor]:
         """Datapoint indices of the (distinct) rows of ``X`` for member ``r``, and its new rows."""
@@ -235,22 +260,30 @@ class AnswerRecord:
         return member_data(self.data if data is None else data, r)
 
 
+def _as_tuple(values: Any) -> tuple[Any, ...] | None:
+    """A ranking's or ratings' entries as a tuple (``None`` stays ``None``)."""
+    if values is None:
+        return None
+    return tuple(values.reshape(-1).tolist() if torch.is_tensor(values) else values)
+
+
 def as_record(i: int, record: Any) -> QueryRecord:
-    """A :class:`QueryRecord` from a record or a tuple ``(query, winner[, ranking[, tie]])``.
+    """A :class:`QueryRecord` from a record or a tuple ``(query, winner[, ranking[, tie[,
+    strength[, ratings]]]])``.
 
     Raises:
         InvalidAnswerError: For anything else (naming record ``i``).
     """
-    if not isinstance(record, tuple) or len(record) not in (2, 3, 4):
+    if not isinstance(record, tuple) or not 2 <= len(record) <= 6:
         raise InvalidAnswerError(
-            f"record {i} must be (query, winner), (query, winner, ranking) or "
-            f"(query, None, None, tie), got {record!r}."
+            f"record {i} must be (query, winner), (query, winner, ranking), "
+            f"(query, None, None, tie) or (query, winner, ranking, tie, strength, ratings), "
+            f"got {record!r}."
         )
     query, winner, *rest = record
-    ranking = rest[0] if rest else None
-    tie = bool(rest[1]) if len(rest) > 1 else False
-    if ranking is not None:
-        ranking = tuple(ranking.reshape(-1).tolist() if torch.is_tensor(ranking) else ranking)
+    rest += [None] * (4 - len(rest))
+    ranking, tie, strength, ratings = rest[0], bool(rest[1]), rest[2], rest[3]
+    ranking, ratings = _as_tuple(ranking), _as_tuple(ratings)
     if tie and (winner is not None or ranking is not None):
         raise InvalidAnswerError(
             f"record {i}: a 'no preference' answer takes no winner or ranking, got winner "
@@ -263,7 +296,7 @@ def as_record(i: int, record: Any) -> QueryRecord:
         )
     if ranking is not None:
         winner = None  # the ranking's first entry
-    return QueryRecord(query, winner, ranking, tie)
+    return QueryRecord(query, winner, ranking, tie, strength, ratings)
 
 
 def same_record(held: QueryRecord, given: QueryRecord) -> bool:
@@ -271,10 +304,11 @@ def same_record(held: QueryRecord, given: QueryRecord) -> bool:
     q = torch.as_tensor(given.query, dtype=held.query.dtype).to(held.query.device)
     if q.shape != held.query.shape or not torch.equal(q, held.query):
         return False
+    graded = (held.strength, held.ratings) == (given.strength, _as_tuple(given.ratings))
     if given.ranking is not None:
-        return held.ranking == tuple(given.ranking) and not held.tie
+        return held.ranking == tuple(given.ranking) and not held.tie and graded
     winner = None if given.tie else given.winner
-    return (held.winner, held.ranking, held.tie) == (winner, None, bool(given.tie))
+    return graded and (held.winner, held.ranking, held.tie) == (winner, None, bool(given.tie))
 
 
 def extends(given: Sequence[QueryRecord], held: Sequence[QueryRecord]) -> bool:

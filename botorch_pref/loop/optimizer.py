@@ -1,7 +1,8 @@
 r"""An ask/tell preferential Bayesian optimiser.
 
 :class:`PreferenceOptimizer` runs the loop of preferential BO for a person (or a simulated user)
-who can only say which of :math:`q` designs they prefer:
+who says which of :math:`q` designs they prefer (and, where the run takes them, by how much on a
+graded scale, and a rating of each design):
 
 1. :meth:`~PreferenceOptimizer.ask` returns the next query, a ``q x d`` tensor of designs in the
    user's units (within ``bounds``);
@@ -87,6 +88,16 @@ class PreferenceOptimizer:
     PBO pipeline asks, is
     ``PreferenceOptimizer(bounds, policy=QueryPolicy([Initial(8), Acquire("eubo")]))``.
 
+    Graded answers and ratings are opt-in settings (the scales:
+    :mod:`~botorch_pref.loop.answers`):
+
+        >>> opt = PreferenceOptimizer(bounds, answers="graded", levels=5, ratings=3, seed=0)
+        >>> X = opt.ask()
+        >>> opt.tell(X, winner=0, strength=2)            # "A much better"
+        >>> opt.tell(opt.ask(), tie=True)                # "about the same" (odd scale)
+        >>> opt.tell(opt.ask(), winner=1, strength=1, ratings=[0, 1])  # "B slightly", bad/fine
+        >>> opt.tell(opt.ask(), ratings=[2, 1])          # ratings alone
+
     Args:
         bounds: ``2 x d`` lower and upper bounds of the designs, in the user's units.
         strategy: One of ``"eubo"`` (default), ``"qeubo"``, ``"champion-challenger"``,
@@ -97,7 +108,10 @@ class PreferenceOptimizer:
             (``model``, ``answers``, ``ties``, ``refit_every``, ``refit_all_until``,
             ``num_restarts``, ``raw_samples``, ``device`` (default: ``bounds``'s), ``dtype``,
             ``seed``), the Laplace model factory's arguments (``kernel``, ``inference``:
-            :class:`~botorch_pref.loop.config.LaplaceFactory`), and without ``policy`` the
+            :class:`~botorch_pref.loop.config.LaplaceFactory`), the answer format's
+            (``levels``: the graded scale of ``answers="graded"``, ``ratings``: the rating
+            scale, :func:`~botorch_pref.loop.config.answers_from_settings`), and without
+            ``policy`` the
             arguments of :func:`~botorch_pref.loop.policy.strategy_policy` (``n_initial``,
             ``mc_samples``, ``champion_variant``, ``local_every``, ``local_radius``,
             ``local_when``, ``lookahead_every``). All are in
@@ -179,12 +193,14 @@ class PreferenceOptimizer:
         """The ``m x 2`` (winner, loser) rows indexing :attr:`datapoints`.
 
         Raises:
-            ValueError: If the answers hold choices, rankings or ties (see preference_data).
+            ValueError: If the answers hold choices, rankings, ties, graded comparisons or
+                ratings (see preference_data).
         """
         data = self._state.record.member_data(0)
         if not data.is_pairwise:
             raise ValueError(
-                "the answers hold choices, rankings or ties, not only pairs: use preference_data."
+                "the answers hold choices, rankings, ties, graded comparisons or ratings, not "
+                "only pairs: use preference_data."
             )
         return data.as_comparisons()
 
@@ -272,6 +288,8 @@ class PreferenceOptimizer:
         *,
         ranking: Sequence[int] | Tensor | None = None,
         tie: bool = False,
+        strength: int | None = None,
+        ratings: Sequence[int] | Tensor | None = None,
     ) -> None:
         """Record the answer to the query :meth:`ask` returned.
 
@@ -283,11 +301,19 @@ class PreferenceOptimizer:
             ranking: A full ranking of the options, best first (a permutation of ``0..q-1``):
                 a Plackett-Luce ranking with ``answers="choice"``, else the ``q - 1``
                 consecutive pairs.
-            tie: "No preference" between the two options (needs ``ties=True``).
+            tie: "No preference" between the two options (needs ``ties=True``, or an odd graded
+                scale: its middle level).
+            strength: How much better the winner of a pair is on the graded scale of
+                ``levels`` levels: 1 ("slightly") .. ``levels // 2`` ("much"); needs
+                ``answers="graded"``. Without it a graded run records a plain comparison.
+            ratings: One rating per option, in the query's order, each in
+                ``0 .. ratings - 1`` of the run's rating scale (0 the worst); beside a winner, a
+                ranking or a tie, or alone.
 
         Raises:
-            ValueError: Without a pending query, for a different query, or for a bad answer;
-                the optimiser's state is then unchanged.
+            ValueError: Without a pending query, for a different query, or for a bad answer
+                (:class:`~botorch_pref.loop.answers.InvalidAnswerError`, naming the value); the
+                optimiser's state is then unchanged.
         """
         if self._pending is None:
             raise ValueError(
@@ -300,7 +326,7 @@ class PreferenceOptimizer:
                 "query differs from the one ask() returned; use add_comparison() to record "
                 "an answer to another query."
             )
-        self._record(X, winner, ranking, tie)
+        self._record(X, winner, ranking, tie, strength, ratings)
 
     def add_comparison(
         self,
@@ -309,6 +335,8 @@ class PreferenceOptimizer:
         *,
         ranking: Sequence[int] | Tensor | None = None,
         tie: bool = False,
+        strength: int | None = None,
+        ratings: Sequence[int] | Tensor | None = None,
     ) -> None:
         """Record the answer to any query of ``q' >= 2`` distinct designs inside ``bounds``.
 
@@ -320,16 +348,27 @@ class PreferenceOptimizer:
             query: A ``q' x d`` tensor (or nested sequence) in user units.
             winner: The index of the preferred option.
             ranking: A full ranking of the options, best first.
-            tie: "No preference" between two options (needs ``ties=True``).
+            tie: "No preference" between two options (as for :meth:`tell`).
+            strength: The winner's strength on the graded scale (as for :meth:`tell`).
+            ratings: One rating per option (as for :meth:`tell`).
 
         Raises:
             ValueError: For a bad query or answer; the optimiser's state is then unchanged.
         """
-        self._record(check_query(query, self._state.bounds), winner, ranking, tie)
+        X = check_query(query, self._state.bounds)
+        self._record(X, winner, ranking, tie, strength, ratings)
 
-    def _record(self, X: Tensor, winner: Any | None, ranking: Any | None, tie: bool) -> None:
+    def _record(
+        self,
+        X: Tensor,
+        winner: Any | None,
+        ranking: Any | None,
+        tie: bool,
+        strength: Any | None = None,
+        ratings: Any | None = None,
+    ) -> None:
         """Validate the answer, then record it, all or nothing."""
-        self._state.answer(X, winner, ranking, tie)
+        self._state.answer(X, winner, ranking, tie, strength=strength, ratings=ratings)
         self._pending = None
 
     # -------------------------------------------------------------------- best
@@ -386,8 +425,9 @@ class PreferenceOptimizer:
 
         Args:
             records: :class:`~botorch_pref.loop.history.QueryRecord` s, or tuples
-                ``(query, winner)``, ``(query, winner, ranking)`` or
-                ``(query, None, None, True)`` (a tie).
+                ``(query, winner)``, ``(query, winner, ranking)``,
+                ``(query, None, None, True)`` (a tie) or
+                ``(query, winner, ranking, tie, strength, ratings)``.
             hyperparameters: Stored hyperparameters of this run.
 
         Returns:

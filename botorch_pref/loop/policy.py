@@ -84,8 +84,10 @@ from botorch_pref.acquisition import (
 from botorch_pref.acquisition.local import LocalBox, local_box, near_boundary
 from botorch_pref.loop.backends import Acquisition, Backend, ModelGroup
 from botorch_pref.loop.config import (
+    ANSWER_SETTINGS,
     MODEL_SETTINGS,
     LoopConfig,
+    answers_from_settings,
     model_from_settings,
     nonnegative_int,
     positive_int,
@@ -178,10 +180,10 @@ def _every(k: int, start: int, every: int) -> bool:
 
 def _pairs(config: LoopConfig, what: str, answers: bool = False) -> None:
     """Raise a ``ValueError`` unless ``config`` asks pairs (and models them as pairs)."""
-    if config.q != 2 or (answers and config.answers != "pairs"):
+    if config.q != 2 or (answers and config.answers.mode != "pairs"):
         raise ValueError(
             f"{what}: they need q = 2{' and answers=pairs' if answers else ''}, got "
-            f"q = {config.q} and answers={config.answers!r}."
+            f"q = {config.q} and answers={config.answers.mode!r}."
         )
 
 
@@ -448,8 +450,8 @@ def strategy_policy(
     if n_initial is None:
         n_initial = min(INITIAL_PER_DIM * config.dim, INITIAL_CAP)
     pairs = config.q == 2 and strategy != "random"
-    lookahead = pairs and config.answers == "pairs" and strategy in ("eubo", "qeubo")
-    got = f"got q = {config.q}, answers={config.answers!r} and strategy {strategy!r}"
+    lookahead = pairs and config.answers.mode == "pairs" and strategy in ("eubo", "qeubo")
+    got = f"got q = {config.q}, answers={config.answers.mode!r} and strategy {strategy!r}"
     local_every = _schedule(
         local_every,
         "local_every",
@@ -462,7 +464,7 @@ def strategy_policy(
         lookahead_every,
         "lookahead_every",
         DEFAULT_LOOKAHEAD_EVERY if lookahead and config.packaged_model else 0,
-        pairs and config.answers == "pairs",
+        pairs and config.answers.mode == "pairs",
         "lookahead queries are pairs answered by a pair likelihood: they need q = 2, "
         f"answers='pairs' and an acquisition strategy, {got}",
     )
@@ -507,8 +509,9 @@ POLICY_SETTINGS = tuple(
     if p.kind is inspect.Parameter.KEYWORD_ONLY
 )
 #: Every keyword setting of a run besides ``strategy``, ``q`` and ``policy``: the config's,
-#: the model factory's (:data:`~botorch_pref.loop.config.MODEL_SETTINGS`), then the policy's.
-SETTINGS = CONFIG_SETTINGS + MODEL_SETTINGS + POLICY_SETTINGS
+#: the model factory's (:data:`~botorch_pref.loop.config.MODEL_SETTINGS`), the answer
+#: format's (:data:`~botorch_pref.loop.config.ANSWER_SETTINGS`), then the policy's.
+SETTINGS = CONFIG_SETTINGS + MODEL_SETTINGS + ANSWER_SETTINGS + POLICY_SETTINGS
 
 
 def configure(
@@ -526,8 +529,8 @@ def configure(
             not with ``policy``.
         q: Options per query.
         policy: A policy of one's own, or ``None``.
-        settings: The config's settings, the model factory's and, without ``policy``, the
-            policy's.
+        settings: The config's settings, the model factory's, the answer format's and,
+            without ``policy``, the policy's.
 
     Raises:
         TypeError: For an unknown setting.
@@ -545,6 +548,11 @@ def configure(
     given["model"] = model_from_settings(
         model, **{k: settings[k] for k in MODEL_SETTINGS if k in settings}
     )
+    if any(k in settings for k in ANSWER_SETTINGS):
+        given["answers"] = answers_from_settings(
+            settings.get("answers", "auto"),
+            **{k: settings[k] for k in ANSWER_SETTINGS if k in settings},
+        )
     config = LoopConfig(dim, q, **given)
     if policy is None:
         shaped = {k: settings[k] for k in shaping}

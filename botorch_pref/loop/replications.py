@@ -21,6 +21,22 @@ and:
   optimised by batched L-BFGS-B (:mod:`~botorch_pref.loop.backends`): the initial (and, for
   ``strategy="random"``, every) query and its answer are exactly the sequential run's, the
   acquisition queries agree with it in distribution.
+
+Graded answers and ratings (``answers="graded", levels=k`` and/or ``ratings=k``, the
+optimiser's settings) are answered by :class:`~botorch_pref.graded_users.GradedUser` s: grade
+thresholds at quantiles of the utility gaps of pairs of top-1% designs, the pairs the answer
+noise is calibrated on (:func:`~botorch_pref.graded_users.calibrate_grades` with
+``among="top"``; gaps of random pairs are orders of magnitude wider than those of the designs
+an optimiser compares late, on Branin 22 against 0.1, and would make nearly every late answer
+"about the same"), rating cut points at quantiles of the utility of random designs
+(:func:`~botorch_pref.graded_users.calibrate_ratings`). The direction of a graded answer is the
+binary user's own draw (the same noise stream, so a graded run and a binary run of one seed see
+the same answer noise for direction), its strength the number of thresholds below the perceived
+difference (with extra strength noise for ``grade_noise > 1``), and each option's rating the
+number of cut points below its perceived utility. They need
+``backend="sequential"``: the graded thresholds and rating cut points of the likelihood are
+shared parameters, not one per member, so the batched fitter cannot hold them (a
+``ValueError`` says so).
 """
 
 from __future__ import annotations
@@ -33,7 +49,8 @@ import torch
 from torch import Tensor
 
 from botorch_pref.checks import nonnegative_real
-from botorch_pref.loop.answers import Answer
+from botorch_pref.graded_users import GradedUser, calibrate_grades, calibrate_ratings
+from botorch_pref.loop.answers import Answer, AnswerFormat
 from botorch_pref.loop.config import LoopConfig, nonnegative_int, positive_int
 from botorch_pref.loop.policy import STRATEGIES, QueryPolicy, configure
 from botorch_pref.loop.state import LoopState
@@ -176,6 +193,7 @@ def run_replications(
     backend: str = "batched",
     anywhere_after: Sequence[int] = (),
     tie_band: float = 0.0,
+    grade_noise: float = 1.0,
     policy: QueryPolicy | None = None,
     **settings,
 ) -> ReplicationResults:
@@ -204,16 +222,24 @@ def run_replications(
         tie_band: The users answer "no preference" to a pair whose perceived utilities differ
             by less than ``tie_band`` times their noise scale
             (:meth:`~botorch_pref.users.SimulatedUser.answer_pair`; needs ``ties=True``);
-            0 (default): never.
+            0 (default): never. Graded users answer "about the same" on the middle level of
+            their scale instead.
+        grade_noise: For graded answers, the ratio (``>= 1``) of the noise on a grade's
+            strength to the noise on its direction (1: both read from one perceived
+            difference; 2: a person whose grades are noisier than their direction).
         policy: A :class:`~botorch_pref.loop.policy.QueryPolicy` of one's own.
         **settings: Other settings of the run (:data:`~botorch_pref.loop.policy.SETTINGS`:
-            ``model``, ``answers``, ``ties``, ``refit_every``, ``num_restarts``, ``device``,
-            ``dtype``, ... and without ``policy`` ``n_initial``, ``local_every``, ...), with
-            the same defaults as the optimiser's. The PBO protocol's ``n_initial`` is
-            :math:`4 d`.
+            ``model``, ``answers``, ``levels``, ``ratings``, ``ties``, ``refit_every``,
+            ``num_restarts``, ``device``, ``dtype``, ... and without ``policy``
+            ``n_initial``, ``local_every``, ...), with the same defaults as the optimiser's.
+            The PBO protocol's ``n_initial`` is :math:`4 d`.
 
     Returns:
         The :class:`ReplicationResults`.
+
+    Raises:
+        ValueError: For bad settings, graded answers or ratings with ``backend="batched"``,
+            or ``tie_band`` with graded answers.
     """
     utility = get_utility(problem) if isinstance(problem, str) else problem
     R = positive_int(n_replications, "n_replications")
@@ -231,21 +257,31 @@ def run_replications(
             "the count 0 comes before any answer, so there is nothing to recommend from."
         )
     band = nonnegative_real(tie_band, "tie_band")
-    if band > 0 and not config.ties:
-        raise ValueError("tie_band > 0 gives 'no preference' answers: they need ties=True.")
+    form = config.answers
+    if band > 0 and (not config.ties or form.graded):
+        raise ValueError(
+            "tie_band > 0 gives 'no preference' answers to binary comparisons: they need "
+            "ties=True (graded users answer 'about the same' on their scale's middle level)."
+        )
+    if not form.binary and backend == "batched":
+        raise ValueError(
+            "graded answers and ratings run with backend='sequential': the batched back end "
+            "fits one set of hyperparameters per member and the likelihood's thresholds are "
+            "shared."
+        )
     seeds = [seed + i for i in range(R)]
     bounds = torch.zeros(2, utility.dim, **config.tkwargs)
     bounds[1] = 1.0
     state = LoopState(config, bounds, seeds, backend, policy)
     if scale is None:
         scale = calibrate_noise(utility, error_rate, noise=noise, seed=0)
-    users = [SimulatedUser(utility, noise=noise, scale=scale, seed=s) for s in seeds]
+    users = _users(utility, noise, scale, seeds, form, grade_noise)
     trace = _simulate(state, users, utility, policy.n_initial + T_acq, after, band * scale)
     return ReplicationResults(
         problem=getattr(utility, "name", type(utility).__name__),
         strategy=policy.strategy,
         q=q,
-        answers=config.answers,
+        answers=config.answers.mode,
         n_initial=policy.n_initial,
         seeds=seeds,
         **trace,
@@ -256,6 +292,56 @@ def run_replications(
         policy=policy,
         anywhere_after=after,
     )
+
+
+def _users(
+    utility: Utility,
+    noise: str,
+    scale: float,
+    seeds: list[int],
+    form: AnswerFormat,
+    grade_noise: float,
+) -> list[SimulatedUser]:
+    """One user per replication, seeded ``seeds[i]``, answering in the run's format."""
+    thresholds = cuts = None
+    if form.graded:
+        thresholds = calibrate_grades(utility, form.levels, seed=0, among="top")
+    if form.ratings is not None:
+        cuts = calibrate_ratings(utility, form.ratings, seed=0)
+    if form.binary:
+        return [SimulatedUser(utility, noise=noise, scale=scale, seed=s) for s in seeds]
+    return [
+        GradedUser(
+            utility,
+            noise=noise,
+            scale=scale,
+            seed=s,
+            grade_thresholds=thresholds,
+            rating_cut_points=cuts,
+            grade_noise=grade_noise,
+        )
+        for s in seeds
+    ]
+
+
+def _answer(
+    user: SimulatedUser | GradedUser, X: Tensor, form: AnswerFormat, tie_band: float
+) -> Answer:
+    """A simulated user's answer to query ``X`` in the run's answer format."""
+    strength = None
+    if form.graded:
+        h = (form.levels - 1) // 2
+        level = int(user.grade(X))  # option 0 against option 1, middle level h
+        winner = -1 if level == h else 0 if level > h else 1
+        strength = None if winner < 0 else abs(level - h)
+    elif tie_band > 0:
+        winner = int(user.answer_pair(X, tie_band))
+    else:
+        winner = int(user.choose(X))
+    ratings = None if form.ratings is None else tuple(user.rate(X).tolist())
+    if winner < 0:
+        return Answer("tie", ratings=ratings)
+    return Answer("winner", winner, strength=strength, ratings=ratings)
 
 
 def _simulate(
@@ -284,12 +370,8 @@ def _simulate(
         t0 = time.perf_counter()
         X = state.propose()
         queries[:, k] = X.cpu()
-        for r in range(R):
-            if tie_band > 0:
-                winners[r, k] = int(users[r].answer_pair(queries[r, k], tie_band))
-            else:
-                winners[r, k] = int(users[r].choose(queries[r, k]))
-        answers = [Answer("tie") if w < 0 else Answer("winner", w) for w in winners[:, k].tolist()]
+        answers = [_answer(users[r], queries[r, k], cfg.answers, tie_band) for r in range(R)]
+        winners[:, k] = torch.tensor([-1 if a.winner is None else a.winner for a in answers])
         state.record_answers(list(X), answers)
         best_x[:, k] = state.recommend().cpu()
         regret[:, k] = utility.regret(best_x[:, k].to(torch.float64))

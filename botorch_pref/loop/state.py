@@ -297,7 +297,15 @@ class LoopState:
             self._update(ext, False, self.n_answers)
 
     def answer(
-        self, X: Tensor, winner: Any, ranking: Any, tie: bool = False, defer: bool = False
+        self,
+        X: Tensor,
+        winner: Any,
+        ranking: Any,
+        tie: bool = False,
+        defer: bool = False,
+        *,
+        strength: Any = None,
+        ratings: Any = None,
     ) -> None:
         """Validate a one-member state's answer to query ``X`` and record it, all or nothing.
 
@@ -307,15 +315,41 @@ class LoopState:
             ranking: A full ranking of the options, best first (or ``None``).
             tie: "No preference" between the two options.
             defer: Record without fitting or updating the models (see :meth:`record_answers`).
+            strength: The winner's strength on the run's graded scale (or ``None``).
+            ratings: One rating per option on the run's rating scale (or ``None``).
 
         Raises:
             InvalidAnswerError: For a bad answer; the state is then unchanged.
             ValueError: For a state of several members (also for :meth:`history`, :meth:`sync`).
         """
         self._one_member("answer")
-        ties = self.config.ties
-        answer = validate_answer(X.shape[0], winner, ranking, tie=tie, ties=ties, skips=False)
+        answer = self.validate(X.shape[0], winner, ranking, tie, strength, ratings)
         self.record_answers([X], [answer], refit=not defer, update_models=not defer)
+
+    def validate(
+        self,
+        q: int,
+        winner: Any = None,
+        ranking: Any = None,
+        tie: bool = False,
+        strength: Any = None,
+        ratings: Any = None,
+    ) -> Answer:
+        """An answer about ``q`` options checked against the run's answer format (its ties,
+        graded and rating scales): :func:`~botorch_pref.loop.answers.validate_answer`."""
+        form = self.config.answers
+        return validate_answer(
+            q,
+            winner,
+            ranking,
+            tie=tie,
+            strength=strength,
+            ratings=ratings,
+            ties=self.config.ties,
+            skips=False,
+            levels=form.levels,
+            rating_levels=form.ratings,
+        )
 
     def _one_member(self, name: str) -> None:
         if self.n_members != 1:
@@ -353,10 +387,18 @@ class LoopState:
             h.check(self.groups[0].model)  # a misfit raises before any record changes the state
         deferred = False  # answers up to the stored fit enter the model in one update
         try:
-            for k, (query, winner, ranking, tie) in enumerate(records[n:], start=n + 1):
-                X = check_query(query, self.bounds)
+            for k, record in enumerate(records[n:], start=n + 1):
+                X = check_query(record.query, self.bounds)
                 deferred = h is not None and k <= h.n_answers
-                self.answer(X, winner, ranking, tie, defer=deferred)
+                self.answer(
+                    X,
+                    record.winner,
+                    record.ranking,
+                    record.tie,
+                    defer=deferred,
+                    strength=record.strength,
+                    ratings=record.ratings,
+                )
                 if h is not None and k == h.n_answers:
                     try:
                         self.adopt(h)

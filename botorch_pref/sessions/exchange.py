@@ -6,9 +6,13 @@ out), or comparisons in a plain form:
 * JSON: a list (or ``{"comparisons": [...]}``) of records ``{"options": [[...], [...]],
   "winner": 0}``, with ``"ranking": [2, 0, 1]`` instead of ``winner``, or ``"kind": "skip"`` /
   ``"tie"``; options as lists (from Python, tuples too) in the session's parameter order or as
-  ``{name: value}`` dicts; an optional ``"answered_at"`` (ISO 8601).
+  ``{name: value}`` dicts; an optional ``"answered_at"`` (ISO 8601). In a session with a graded
+  scale a winner may have a ``"strength"``, in one with a rating scale an answer may have
+  ``"ratings"`` (one level per option; ``"kind": "rating"`` or no other answer: ratings alone).
 * CSV: one row per option, with ``query_id`` (rows with the same id form one query), ``option``
-  (``0..q-1``), one column per parameter, and ``winner``, ``ranking`` or ``kind``.
+  (``0..q-1``), one column per parameter, and ``winner``, ``ranking`` or ``kind``; optionally
+  ``strength`` (the answer's, in each of its rows) and ``rating`` (the row's option's rating,
+  given in every row of an answer or in none).
 
 Every record is checked (options inside the bounds and distinct, answer in range) before
 anything is stored; one bad record rejects the whole file with its position in the message.
@@ -23,10 +27,11 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from botorch_pref.loop.answers import Answer, validate_answer
+from botorch_pref.loop.answers import Answer, AnswerFormat, validate_answer
 from botorch_pref.sessions.errors import ImportFormatError, InvalidAnswerError
 from botorch_pref.sessions.export import EXPORT_FORMAT, csv_untext
 
@@ -41,6 +46,7 @@ def read_comparisons(
     path: str | Path,
     parameters: Sequence[tuple[str, float, float]],
     fmt: str | None = None,
+    scales: AnswerFormat | None = None,
 ) -> list[ImportRecord]:
     """Read and check comparisons from a CSV or JSON file.
 
@@ -48,6 +54,8 @@ def read_comparisons(
         path: The file.
         parameters: The session's ``(name, low, high)`` triples.
         fmt: ``"csv"`` or ``"json"``; default from the file's suffix.
+        scales: The session's graded and rating scales (its ``levels`` and ``ratings``;
+            ``None``: neither, so a strength or ratings are refused).
 
     Returns:
         The records, in file order.
@@ -69,22 +77,25 @@ def read_comparisons(
     except (OSError, UnicodeDecodeError) as err:
         raise ImportFormatError(f"Cannot read {str(path)!r}: {err}") from None
     if fmt == "csv":
-        return _parse_csv(text, parameters)
+        return _parse_csv(text, parameters, AnswerFormat() if scales is None else scales)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise ImportFormatError(f"{str(path)!r} is not valid JSON: {err}") from None
-    return parse_comparisons(data, parameters)
+    return parse_comparisons(data, parameters, scales)
 
 
 def parse_comparisons(
-    data: Any, parameters: Sequence[tuple[str, float, float]]
+    data: Any,
+    parameters: Sequence[tuple[str, float, float]],
+    scales: AnswerFormat | None = None,
 ) -> list[ImportRecord]:
     """Check comparisons given as Python objects (the JSON forms of the module docstring).
 
     Args:
         data: A JSON export dict, ``{"comparisons": [...]}`` or a list of records.
         parameters: The session's ``(name, low, high)`` triples.
+        scales: The session's graded and rating scales (see :func:`read_comparisons`).
 
     Returns:
         The records.
@@ -100,7 +111,8 @@ def parse_comparisons(
         raise ImportFormatError(
             "Expected a list of comparisons, {'comparisons': [...]} or a session export."
         )
-    records = [_parse_record(i, rec, parameters) for i, rec in enumerate(data)]
+    scales = AnswerFormat() if scales is None else scales
+    records = [_parse_record(i, rec, parameters, scales) for i, rec in enumerate(data)]
     if not records:
         raise ImportFormatError("No comparisons to import.")
     return records
@@ -141,13 +153,17 @@ def _records_from_export(
                 "kind": a.get("kind"),
                 "winner": a.get("winner"),
                 "ranking": a.get("ranking"),
+                "strength": a.get("strength"),
+                "ratings": a.get("ratings"),
                 "answered_at": a.get("answered_at"),
             }
         )
     return records
 
 
-def _parse_record(i: int, rec: Any, parameters: Sequence[tuple[str, float, float]]) -> ImportRecord:
+def _parse_record(
+    i: int, rec: Any, parameters: Sequence[tuple[str, float, float]], scales: AnswerFormat
+) -> ImportRecord:
     """Check one record; errors name it by position."""
     try:
         if not isinstance(rec, Mapping):
@@ -155,7 +171,7 @@ def _parse_record(i: int, rec: Any, parameters: Sequence[tuple[str, float, float
         if "options" not in rec:
             raise ImportFormatError("has no 'options'")
         designs = _check_designs(rec["options"], parameters)
-        answer = _check_record_answer(rec, len(designs))
+        answer = _check_record_answer(rec, len(designs), scales)
         answered_at = _check_time(rec.get("answered_at"))
     except (ImportFormatError, InvalidAnswerError) as err:
         raise ImportFormatError(f"Comparison {i}: {err}".rstrip(".") + ".") from None
@@ -197,26 +213,38 @@ def _check_value(value: Any, parameter: tuple[str, float, float], j: int) -> flo
     return v
 
 
-def _check_record_answer(rec: Mapping[str, Any], q: int) -> Answer:
-    """The answer of a record from ``kind``, ``winner`` and ``ranking``, validated as a
-    session's answers are ("no preference" about any number of options)."""
+def _check_record_answer(rec: Mapping[str, Any], q: int, scales: AnswerFormat) -> Answer:
+    """The answer of a record from ``kind``, ``winner``, ``ranking``, ``strength`` and
+    ``ratings``, validated as a session's answers are ("no preference" about any number of
+    options, on the session's scales)."""
     kind = rec.get("kind")
     winner, ranking = rec.get("winner"), rec.get("ranking")
-    if kind in ("skip", "tie"):
+    check = partial(
+        validate_answer,
+        q,
+        strength=rec.get("strength"),
+        ratings=rec.get("ratings"),
+        pair_ties_only=False,
+        levels=scales.levels,
+        rating_levels=scales.ratings,
+    )
+    if kind is None and winner is None and ranking is None and rec.get("ratings") is not None:
+        kind = "rating"
+    if kind in ("skip", "tie", "rating"):
         if winner not in (None, "") or ranking not in (None, ""):
             raise ImportFormatError(f"kind {kind!r} takes no winner or ranking")
-        return validate_answer(q, skip=kind == "skip", tie=kind == "tie", pair_ties_only=False)
+        return check(skip=kind == "skip", tie=kind == "tie")
     if kind not in (None, "winner", "ranking"):
-        raise ImportFormatError(f"unknown kind {kind!r} (winner, ranking, skip or tie)")
+        raise ImportFormatError(f"unknown kind {kind!r} (winner, ranking, skip, tie or rating)")
     if kind == "winner" and ranking not in (None, ""):
         raise ImportFormatError("kind 'winner' takes no ranking")
     if kind == "winner" or (kind is None and ranking is None):
         if winner is None:
             raise ImportFormatError("gives no answer: 'winner', 'ranking' or 'kind'")
-        return validate_answer(q, winner=winner)
+        return check(winner=winner)
     if ranking is None:
         raise ImportFormatError("kind 'ranking' without a 'ranking'")
-    answer = validate_answer(q, ranking=ranking)
+    answer = check(ranking=ranking)
     if winner is not None and winner != answer.winner:
         raise ImportFormatError(f"winner {winner!r} is not the ranking's first entry")
     return answer
@@ -232,7 +260,9 @@ def _check_time(value: Any) -> str | None:
     return str(value)
 
 
-def _parse_csv(text: str, parameters: Sequence[tuple[str, float, float]]) -> list[ImportRecord]:
+def _parse_csv(
+    text: str, parameters: Sequence[tuple[str, float, float]], scales: AnswerFormat
+) -> list[ImportRecord]:
     """Group CSV rows into comparisons and check them."""
     reader = csv.DictReader(io.StringIO(text))
     try:
@@ -266,7 +296,7 @@ def _parse_csv(text: str, parameters: Sequence[tuple[str, float, float]]) -> lis
         groups.setdefault(row[key].strip(), []).append((line, row))
     records = []
     for i, (gid, group) in enumerate(groups.items()):
-        records.append(_csv_group(i, gid, group, names, parameters))
+        records.append(_csv_group(i, gid, group, names, parameters, scales))
     if not records:
         raise ImportFormatError("No comparisons to import.")
     return records
@@ -278,12 +308,14 @@ def _csv_group(
     group: list[tuple[int, dict[str, str]]],
     names: list[str],
     parameters: Sequence[tuple[str, float, float]],
+    scales: AnswerFormat,
 ) -> ImportRecord:
     """One comparison from the CSV rows sharing an id."""
     first_line = group[0][0]
-    answer_fields = ("kind", "winner", "ranking", "answered_at")
+    answer_fields = ("kind", "winner", "ranking", "strength", "answered_at")
     ref = {f: (group[0][1].get(f) or "").strip() for f in answer_fields}
     options: dict[int, dict[str, str]] = {}
+    ratings: dict[int, int | None] = {}
     for line, row in group:
         if {f: (row.get(f) or "").strip() for f in answer_fields} != ref:
             raise ImportFormatError(
@@ -298,20 +330,29 @@ def _csv_group(
         if option in options:
             raise ImportFormatError(f"CSV line {line}: option {option} of {gid!r} repeats.")
         options[option] = {n: row[n] for n in names}
+        ratings[option] = _csv_int((row.get("rating") or "").strip(), line, "rating")
     if sorted(options) != list(range(len(options))):
         raise ImportFormatError(
             f"CSV lines from {first_line}: the options of {gid!r} must be numbered 0..q-1, "
             f"got {sorted(options)}."
+        )
+    rated = [ratings[j] for j in range(len(options))]
+    if None in rated and any(r is not None for r in rated):
+        raise ImportFormatError(
+            f"CSV lines from {first_line} ({gid!r}): rate every option of an answer or none, "
+            f"got ratings {['' if r is None else r for r in rated]}."
         )
     record = {
         "options": [options[j] for j in range(len(options))],
         "kind": ref["kind"] or None,
         "winner": _csv_int(ref["winner"], first_line, "winner"),
         "ranking": _csv_ranking(ref["ranking"], first_line),
+        "strength": _csv_int(ref["strength"], first_line, "strength"),
+        "ratings": None if None in rated else rated,
         "answered_at": ref["answered_at"] or None,
     }
     try:
-        return _parse_record(i, record, parameters)
+        return _parse_record(i, record, parameters, scales)
     except ImportFormatError as err:
         raise ImportFormatError(f"CSV lines from {first_line} ({gid!r}): {err}") from None
 

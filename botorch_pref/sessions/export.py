@@ -6,9 +6,14 @@ too, with their retraction time).
 
 CSV export has one row per option of every answer (retracted ones too), so a spreadsheet can
 filter and pivot it: ``session, answer_id, query_id, query_number, source, kind, winner,
-ranking, answered_at, shown_at, response_s, retracted_at, option`` and one column per parameter
-(the session's name is in every row, so files of several sessions can be merged). A ranking is
-written best first, separated by spaces. A study's export (:func:`write_study_csv`,
+ranking, strength, answered_at, shown_at, response_s, retracted_at, option, rating`` and one
+column per parameter (the session's name is in every row, so files of several sessions can be
+merged). A ranking is written best first, separated by spaces. ``strength`` is the winner's
+strength on a graded scale (1 "slightly" .. ``levels // 2`` "much"; the same in every row of
+the answer), ``rating`` the row's option's rating (0 the worst); both are empty where the
+answer has none. The JSON export's answers hold them as ``strength`` and ``ratings`` (one level
+per option, in the query's order), its session's ``options`` the scales (``levels``,
+``ratings``). A study's export (:func:`write_study_csv`,
 :func:`study_to_dict`) holds every session of a file: its CSV has a column for each parameter of
 any session (empty where a session has no such parameter).
 
@@ -66,11 +71,13 @@ CSV_COLUMNS = (
     "kind",
     "winner",
     "ranking",
+    "strength",
     "answered_at",
     "shown_at",
     "response_s",
     "retracted_at",
     "option",
+    "rating",
 )
 
 
@@ -163,6 +170,8 @@ def session_to_dict(
                 "kind": a.answer.kind,
                 "winner": a.answer.winner,
                 "ranking": None if a.answer.ranking is None else list(a.answer.ranking),
+                "strength": a.answer.strength,
+                "ratings": None if a.answer.ratings is None else list(a.answer.ratings),
                 "answered_at": a.answered_at,
                 "shown_at": a.shown_at,
                 "response_s": a.response_s,
@@ -235,8 +244,9 @@ def write_study_csv(sessions: Sequence[tuple[SessionRow, SessionState]], out: Te
                 query.number,
                 query.source,
                 given.kind,
-                "" if given.winner is None else given.winner,
+                _blank(given.winner),
                 "" if given.ranking is None else " ".join(str(i) for i in given.ranking),
+                _blank(given.strength),
                 a.answered_at,
                 a.shown_at or "",
                 "" if a.response_s is None else repr(a.response_s),
@@ -246,7 +256,13 @@ def write_study_csv(sessions: Sequence[tuple[SessionRow, SessionState]], out: Te
                 values = [""] * len(names)
                 for i, v in zip(where, x, strict=True):
                     values[i] = repr(v)
-                writer.writerow([*fixed, option, *values])
+                rating = None if given.ratings is None else given.ratings[option]
+                writer.writerow([*fixed, option, _blank(rating), *values])
+
+
+def _blank(value: int | None) -> int | str:
+    """An optional integer cell: empty for ``None``."""
+    return "" if value is None else value
 
 
 def write_atomic(path: str | os.PathLike[str], write: Callable[[TextIO], None]) -> None:

@@ -98,12 +98,19 @@ class SessionModel:
         return {"strategy": row.strategy, "q": row.q, "seed": row.seed, **row.options}
 
     @property
+    def ties(self) -> bool:
+        """Whether the session models "no preference" answers to pairs."""
+        return bool(self._row.options.get("ties"))
+
+    @property
     def bounds(self) -> list[list[float]]:
         """``[[lows...], [highs...]]`` in the user's units."""
         return [[p[1] for p in self._row.parameters], [p[2] for p in self._row.parameters]]
 
     def choices(self, state: SessionState) -> list[StoredAnswer]:
-        """The standing answers the optimiser learns from, in commit order.
+        """The standing answers the optimiser learns from, in commit order: winners, rankings
+        (graded or not), ratings given alone, ties to pairs when the session models ties, and
+        any tie whose ratings were given.
 
         Args:
             state: A snapshot of the session.
@@ -111,13 +118,7 @@ class SessionModel:
         Returns:
             The answers.
         """
-        ties = bool(self._row.options.get("ties"))
-        return [
-            a
-            for a in state.standing()
-            if a.answer.kind in ("winner", "ranking")
-            or (ties and a.answer.kind == "tie" and state.query(a.query_id).q == 2)
-        ]
+        return [a for a in state.standing() if _learns(a, state, self.ties)]
 
     def sync(self, state: SessionState) -> PreferenceOptimizer:
         """Bring the optimiser to the standing choices of ``state`` (one prefix-checked sync).
@@ -154,7 +155,7 @@ class SessionModel:
             The records.
         """
         choices = self.choices(state) if choices is None else choices
-        return [_record(a, state) for a in choices]
+        return [_record(a, state, self.ties) for a in choices]
 
     def warm_fit(self, state: SessionState) -> Hyperparameters | None:
         """The stored fit the optimiser holds before the last standing choice.
@@ -257,13 +258,21 @@ class SessionModel:
         return (low + u * (high - low)).tolist()
 
 
-def _record(stored: StoredAnswer, state: SessionState) -> QueryRecord:
-    """The loop's record of a stored choice."""
-    query = torch.tensor(state.query(stored.query_id).options, dtype=torch.float64)
+def _learns(stored: StoredAnswer, state: SessionState, ties: bool) -> bool:
+    """Whether the optimiser learns from a standing answer (see :meth:`SessionModel.choices`)."""
     answer = stored.answer
     if answer.kind == "tie":
-        return QueryRecord(query, None, None, True)
-    return QueryRecord(query, answer.winner, answer.ranking, False)
+        return (ties and state.query(stored.query_id).q == 2) or answer.ratings is not None
+    return answer.kind in ("winner", "ranking", "rating")
+
+
+def _record(stored: StoredAnswer, state: SessionState, ties: bool) -> QueryRecord:
+    """The loop's record of a stored choice (a tie the session does not model keeps only its
+    ratings)."""
+    query = torch.tensor(state.query(stored.query_id).options, dtype=torch.float64)
+    a = stored.answer
+    tie = ties and a.kind == "tie" and query.shape[0] == 2
+    return QueryRecord(query, a.winner, a.ranking, tie, a.strength, a.ratings)
 
 
 def _misses(opt: PreferenceOptimizer, fit: Hyperparameters) -> bool:

@@ -70,6 +70,17 @@ class SessionRow:
         """The parameter names."""
         return tuple(p[0] for p in self.parameters)
 
+    @property
+    def levels(self) -> int | None:
+        """The graded scale's number of levels of a pair's comparison (``answers="graded"``),
+        or ``None`` for binary answers."""
+        return self.options.get("levels")
+
+    @property
+    def rating_levels(self) -> int | None:
+        """The rating scale's number of levels (``ratings=k``), or ``None`` for no ratings."""
+        return self.options.get("ratings")
+
 
 @dataclass(frozen=True)
 class Query:
@@ -238,8 +249,8 @@ class Progress:
 
     Attributes:
         answered: Standing answers to asked queries (choices, skips and ties).
-        choices: Standing ``winner`` and ``ranking`` answers (imported ones included); the
-            optimiser learns from these.
+        choices: Standing ``winner`` and ``ranking`` answers, and ratings given alone
+            (imported ones included); the optimiser learns from these.
         skips: Standing skips (imported ones included).
         ties: Standing "no preference" answers (imported ones included).
         imported: Standing imported answers.

@@ -16,8 +16,10 @@ One database file holds any number of named sessions:
     values in the user's units.
 ``answers``
     Every answer: ``winner`` (index of the preferred option), ``ranking`` (JSON list, best first),
-    ``skip`` or ``tie`` (no preference), the time it was given, the time its query was last shown
-    and the response time in seconds.
+    ``skip``, ``tie`` (no preference) or ``rating`` (ratings alone), the winner's ``strength`` on
+    a graded scale (1 "slightly" .. ``levels // 2`` "much"), the ``ratings`` of the options (JSON
+    list, one level per option, in the query's order), the time it was given, the time its query
+    was last shown and the response time in seconds.
 ``retractions``
     Undone answers: ``(answer_id, retracted_at)``. Nothing is ever deleted.
 ``fits``
@@ -43,7 +45,7 @@ from botorch_pref.sessions.errors import CorruptDatabaseError, SchemaVersionErro
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "TABLES", "prepare"]
 
 #: The schema this code reads and writes; a database of another ``user_version`` is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: The tables and indices, created in an empty file.
 SCHEMA = """
@@ -81,9 +83,11 @@ CREATE TABLE IF NOT EXISTS answers (
     id INTEGER PRIMARY KEY,
     session_id INTEGER NOT NULL REFERENCES sessions (id),
     query_id INTEGER NOT NULL REFERENCES queries (id),
-    kind TEXT NOT NULL CHECK (kind IN ('winner', 'ranking', 'skip', 'tie')),
+    kind TEXT NOT NULL CHECK (kind IN ('winner', 'ranking', 'skip', 'tie', 'rating')),
     winner INTEGER,
     ranking TEXT,
+    strength INTEGER CHECK (strength >= 1),
+    ratings TEXT,
     answered_at TEXT NOT NULL,
     shown_at TEXT,
     response_s REAL

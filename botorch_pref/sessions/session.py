@@ -45,6 +45,7 @@ from botorch_pref.loop import (
     Recommendation,
     validate_answer,
 )
+from botorch_pref.loop.answers import AnswerFormat
 from botorch_pref.sessions import exchange, export
 from botorch_pref.sessions.connection import Closing
 from botorch_pref.sessions.errors import SessionError
@@ -139,6 +140,11 @@ class Session(Closing):
                 A new session with ``q = 2`` and a Laplace model models "no preference"
                 answers (``ties=True``) unless told otherwise; with ``q > 2`` an answer is a
                 choice among the options (``answers="choice"``, the optimiser's default).
+                ``answers="graded", levels=k`` asks how much better a pair's winner is, on a
+                scale of ``k`` levels (default 5: "A much better" .. "B much better", with
+                "about the same" in the middle of an odd scale, which then models ties);
+                ``ratings=k`` takes a rating of each option on ``k`` levels. Both are stored
+                resolved, so the session resumes with the same scales.
 
         Returns:
             The open session.
@@ -245,6 +251,13 @@ class Session(Closing):
     q = _read_only("_row.q", "Options per asked query (``int``).")
     seed = _read_only("_row.seed", "The optimiser's seed (``int``).")
     budget = _read_only("_row.budget", "The planned number of answers, or ``None``.")
+    levels = _read_only(
+        "_row.levels",
+        "The graded scale's number of levels of a pair's comparison, or ``None`` (binary).",
+    )
+    rating_levels = _read_only(
+        "_row.rating_levels", "The rating scale's number of levels, or ``None`` (no ratings)."
+    )
     settings = _read_only(
         "_model.settings",
         "Every ``PreferenceOptimizer`` argument the session uses (besides ``bounds``), a dict.",
@@ -444,19 +457,29 @@ class Session(Closing):
         ranking: Sequence[int] | None = None,
         skip: bool = False,
         tie: bool = False,
+        strength: int | None = None,
+        ratings: Sequence[int] | None = None,
     ) -> StoredAnswer:
         """Record the answer to the pending query (committed before this returns).
 
-        The answer is validated once, here (:func:`~botorch_pref.loop.validate_answer`;
-        "no preference" is accepted about any number of options, and modelled only for
-        pairs), and stored as that :class:`~botorch_pref.loop.Answer`.
+        The answer is validated once, here (:func:`~botorch_pref.loop.validate_answer`, on
+        the session's graded and rating scales; "no preference" is accepted about any number
+        of options, and modelled only for pairs), and stored as that
+        :class:`~botorch_pref.loop.Answer`.
 
         Args:
             query_id: The query's id (:attr:`Query.id`).
             winner: Index of the preferred option.
             ranking: All options' indices, best first.
             skip: The person skipped the query.
-            tie: The person has no preference.
+            tie: The person has no preference (on a graded scale: "about the same", its
+                middle level; an even scale has none).
+            strength: How much better the winner of a pair is, in a session with a graded
+                scale of ``k`` levels (``answers="graded", levels=k``): ``1`` ("slightly")
+                .. ``k // 2`` ("much"); ``None`` for "better" of unknown strength.
+            ratings: One level ``0 .. k - 1`` per option (0 the worst), in the query's order,
+                in a session with a rating scale (``ratings=k``): beside a winner, a ranking or
+                "no preference", or alone.
 
         Returns:
             The stored answer.
@@ -464,10 +487,25 @@ class Session(Closing):
         Raises:
             QueryNotPendingError: When the query is not pending (answered by another process,
                 withdrawn or unknown); nothing is recorded.
-            InvalidAnswerError: For no answer, several, or one out of range.
+            InvalidAnswerError: For no answer, several, one out of range, a strength or
+                ratings the session has no scale for (or a strength for a tie or a skip), a
+                strength or rating that is not an integer on its scale, or ratings of the
+                wrong length; nothing is recorded.
         """
-        new = validate_answer(self.q, winner, ranking, skip=skip, tie=tie, pair_ties_only=False)
-        return self._store.add_answer(self._row, query_id, new)
+        row = self._row
+        new = validate_answer(
+            row.q,
+            winner,
+            ranking,
+            skip=skip,
+            tie=tie,
+            strength=strength,
+            ratings=ratings,
+            pair_ties_only=False,
+            levels=row.levels,
+            rating_levels=row.rating_levels,
+        )
+        return self._store.add_answer(row, query_id, new)
 
     def undo(self) -> StoredAnswer:
         """Retract the last standing answer to an asked query; its query is pending again.
@@ -591,11 +629,12 @@ class Session(Closing):
             ImportFormatError: For a malformed source; nothing is imported.
             FileNotFoundError: For a missing file.
         """
+        scales = AnswerFormat(levels=self.levels, ratings=self.rating_levels)
         if isinstance(source, (str, os.PathLike)):
-            records = exchange.read_comparisons(source, self.parameters, fmt)
+            records = exchange.read_comparisons(source, self.parameters, fmt, scales)
         else:  # a mapping is a whole export or {"comparisons": [...]}, not a list of keys
             data = source if isinstance(source, Mapping) else list(source)
-            records = exchange.parse_comparisons(data, self.parameters)
+            records = exchange.parse_comparisons(data, self.parameters, scales)
         return len(self._store.import_comparisons(self._row, records))
 
 

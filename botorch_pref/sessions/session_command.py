@@ -4,6 +4,8 @@ Examples::
 
     botorch-pref session create study.db alice --param sweetness:0:10 --param sourness:0:5 \\
         --strategy eubo --seed 0 --budget 30 --question "Which drink do you prefer?"
+    botorch-pref session create study.db bob --param sweetness:0:10 --answers graded \
+        --levels 5 --ratings 3                           # "how much better", and ratings
     botorch-pref session run study.db alice            # answer queries; q quits, run resumes
     botorch-pref session run study.db alice --text-renderer mypkg.show:describe
     botorch-pref session status study.db alice
@@ -58,6 +60,7 @@ from botorch_pref.sessions.terminal import (
     describe_best,
     describe_params,
     describe_progress,
+    describe_scales,
     format_options,
     indent,
     load_renderer,
@@ -105,7 +108,8 @@ def add_arguments(session: argparse.ArgumentParser) -> None:
         _with_session(cmd_run),
         "answer queries in the terminal",
         description="Show queries one by one and record the answers. Keys: a/b (or 1..q) "
-        "pick, s skip, t no preference, u undo, q quit, ? help.",
+        "pick, s skip, t no preference, u undo, q quit, ? help. A graded study then asks how "
+        "much better on its scale, a rated one for a rating of each option.",
     )
     run.add_argument(
         "--text-renderer",
@@ -249,9 +253,25 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
     )
     cr.add_argument(
         "--answers",
-        choices=("choice", "pairs"),
+        choices=("choice", "pairs", "graded"),
         default=None,
-        help="q > 2 answers as a choice among the options (default) or as pairs",
+        help="q > 2 answers as a choice among the options (default) or as pairs; graded: a "
+        "pair's winner says how much better, on a scale of --levels levels",
+    )
+    cr.add_argument(
+        "--levels",
+        type=int,
+        default=None,
+        metavar="K",
+        help="the graded scale's levels, 'A much better' .. 'B much better' (odd K: 'about "
+        "the same' in the middle; default with --answers graded: 5)",
+    )
+    cr.add_argument(
+        "--ratings",
+        type=int,
+        default=None,
+        metavar="K",
+        help="people also rate each option on K levels, worst to best (default: no ratings)",
     )
     cr.add_argument(
         "--no-ties",
@@ -313,8 +333,9 @@ def cmd_create(args: argparse.Namespace) -> int:
         options["n_initial"] = args.n_initial
     if args.model is not None:
         options["model"] = args.model
-    if args.answers is not None:
-        options["answers"] = args.answers
+    for name in ("answers", "levels", "ratings"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
     if args.no_ties:
         options["ties"] = False
     params = [_parse_param(p) for p in args.param]
@@ -326,7 +347,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     ) as s:
         print(
             f"Created session {s.name!r} in {args.db}: {describe_params(s.parameters)}; "
-            f"strategy {s.strategy}, q = {s.q}, seed {s.seed}."
+            f"strategy {s.strategy}, q = {s.q}, seed {s.seed}{describe_scales(s)}."
         )
     record = link_session(args.db, args.name, question=prompt, renderer=renderer,
                           show_recommendation=args.show_recommendation)  # fmt: skip
@@ -372,8 +393,8 @@ def cmd_status(args: argparse.Namespace, s: Any) -> int:
     print(f"Session {s.name!r} in {args.db}")
     print(f"  parameters: {describe_params(s.parameters)}")
     print(
-        f"  strategy {s.strategy}, q = {s.q}, seed {s.seed}; created with botorch-pref "
-        f"{s.package_version}"
+        f"  strategy {s.strategy}, q = {s.q}, seed {s.seed}{describe_scales(s)}; created with "
+        f"botorch-pref {s.package_version}"
     )
     print(f"  {describe_progress(p)}; {p.retracted} retracted, {p.imported} imported")
     pending = s.pending()

@@ -15,6 +15,7 @@ import numpy as np
 
 from botorch_pref.checks import strict_int
 from botorch_pref.loop import PreferenceOptimizer
+from botorch_pref.loop.config import ANSWER_SETTINGS
 from botorch_pref.loop.policy import SETTINGS
 from botorch_pref.sessions.errors import SessionError
 from botorch_pref.sessions.export import CSV_COLUMNS
@@ -36,6 +37,9 @@ __all__ = [
 OPTIMIZER_OPTIONS = tuple(n for n in SETTINGS if n not in ("device", "dtype", "seed"))
 
 _RESERVED_NAMES = frozenset(CSV_COLUMNS)
+#: The settings of graded answers and ratings a session stores resolved (``answers="graded"``
+#: without ``levels`` takes the loop's default scale; ties follow the scale's middle level).
+_ANSWER_SETTINGS = ("answers", *ANSWER_SETTINGS, "ties")
 #: Most characters of a session or parameter name.
 MAX_NAME = 200
 #: Most characters of a question shown above the options.
@@ -183,9 +187,11 @@ def check_settings(
         seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] >> 2)
     elif isinstance(seed, Integral) and not isinstance(seed, bool) and seed > SQLITE_MAX_INT:
         raise SessionError(f"seed must be at most {SQLITE_MAX_INT} (it is stored), got {seed}.")
+    graded = options.get("answers") == "graded" or options.get("levels") is not None
     if (
         "ties" not in options
         and q == 2
+        and not graded  # a graded scale has "about the same" exactly when it has a middle
         and options.get("model", "laplace") != "pairwisegp"
         and options.get("answers", "auto") != "choice"
     ):
@@ -195,10 +201,10 @@ def check_settings(
         opt = PreferenceOptimizer(bounds, strategy=strategy, q=q, seed=seed, **options)
     except (TypeError, ValueError) as err:
         raise SessionError(f"Bad optimiser settings: {err}") from None
-    resolved = {
-        name: opt.settings[name]
-        for name in ("kernel", "inference", "local_every", "local_when", "lookahead_every")
-    }
+    names = ["kernel", "inference", "local_every", "local_when", "lookahead_every"]
+    if graded or options.get("ratings") is not None:  # the scales as the loop resolved them
+        names += _ANSWER_SETTINGS
+    resolved = {name: opt.settings[name] for name in names}
     s = opt.settings
     return {"strategy": s["strategy"], "q": s["q"], "seed": s["seed"], **options, **resolved}
 
@@ -215,7 +221,7 @@ def progress_from_counts(counts: Mapping[str, int], budget: int | None) -> Progr
     """
     return Progress(
         answered=counts["asked"],
-        choices=counts["winner"] + counts["ranking"],
+        choices=counts["winner"] + counts["ranking"] + counts["rating"],
         skips=counts["skip"],
         ties=counts["tie"],
         imported=counts["imported"],

@@ -21,6 +21,7 @@ from botorch_pref.sessions.errors import QueryNotPendingError
 from botorch_pref.sessions.records import Query, SessionRow, StoredAnswer, StoredRecommendation
 
 __all__ = [
+    "ANSWER_COLUMNS",
     "ANSWER_SELECT",
     "BEST_SELECT",
     "PENDING",
@@ -45,7 +46,8 @@ QUERY_COLUMNS = (
 )
 ANSWER_SELECT = (
     "SELECT a.id, a.query_id, a.kind, a.winner, a.ranking, a.answered_at, a.response_s, "
-    "r.retracted_at, a.shown_at FROM answers a LEFT JOIN retractions r ON r.answer_id = a.id"
+    "r.retracted_at, a.shown_at, a.strength, a.ratings FROM answers a "
+    "LEFT JOIN retractions r ON r.answer_id = a.id"
 )
 PENDING = (
     "SELECT q.id FROM queries q WHERE q.session_id = ? AND q.source = 'ask' "
@@ -138,8 +140,20 @@ def session_row(row: Sequence[Any]) -> SessionRow:
     )
 
 
-def answer_columns(answer: Answer) -> tuple[str, int | None, str | None]:
-    """The ``(kind, winner, ranking)`` columns that store an answer (the ranking as JSON).
+#: The columns :func:`answer_columns` gives values for, in its order.
+ANSWER_COLUMNS = ("kind", "winner", "ranking", "strength", "ratings")
+
+
+def _json_list(values: Sequence[int] | None) -> str | None:
+    return None if values is None else json.dumps(list(values))
+
+
+def _int_tuple(text: str | None) -> tuple[int, ...] | None:
+    return None if text is None else tuple(int(i) for i in json.loads(text))
+
+
+def answer_columns(answer: Answer) -> tuple[str, int | None, str | None, int | None, str | None]:
+    """The values of :data:`ANSWER_COLUMNS` that store an answer (ranking and ratings as JSON).
 
     Args:
         answer: A validated answer.
@@ -147,8 +161,8 @@ def answer_columns(answer: Answer) -> tuple[str, int | None, str | None]:
     Returns:
         The column values, in that order (:func:`answer_row` reads them back).
     """
-    ranking = None if answer.ranking is None else json.dumps(list(answer.ranking))
-    return answer.kind, answer.winner, ranking
+    ranking, ratings = _json_list(answer.ranking), _json_list(answer.ratings)
+    return answer.kind, answer.winner, ranking, answer.strength, ratings
 
 
 def answer_row(row: Sequence[Any]) -> StoredAnswer:
@@ -164,11 +178,12 @@ def answer_row(row: Sequence[Any]) -> StoredAnswer:
     if response is not None and not math.isfinite(response):
         response = None
     winner = None if row[3] is None else int(row[3])
-    ranking = None if row[4] is None else tuple(int(i) for i in json.loads(row[4]))
+    strength = None if row[9] is None else int(row[9])
+    answer = Answer(row[2], winner, _int_tuple(row[4]), strength, _int_tuple(row[10]))
     return StoredAnswer(
         id=int(row[0]),
         query_id=int(row[1]),
-        answer=Answer(row[2], winner, ranking),
+        answer=answer,
         answered_at=row[5],
         response_s=response,
         retracted_at=row[7],

@@ -38,6 +38,7 @@ from botorch_pref.sessions.records import (
 )
 from botorch_pref.sessions.schema import prepare
 from botorch_pref.sessions.sql import (
+    ANSWER_COLUMNS,
     ANSWER_SELECT,
     BEST_SELECT,
     PENDING,
@@ -208,8 +209,8 @@ class Store(Closing):
 
         Returns:
             ``queries`` (all), ``pending``, and the standing answers by kind (``winner``,
-            ``ranking``, ``skip``, ``tie``), ``asked`` (standing answers to asked queries),
-            ``imported`` (standing answers to imported ones) and ``retracted``.
+            ``ranking``, ``skip``, ``tie``, ``rating``), ``asked`` (standing answers to asked
+            queries), ``imported`` (standing answers to imported ones) and ``retracted``.
         """
         db = self.connection
         counts = dict.fromkeys((*ANSWER_KINDS, "asked", "imported"), 0)
@@ -401,8 +402,8 @@ class Store(Closing):
         shown_at: str | None = None,
     ) -> int:
         cur = self.connection.execute(
-            "INSERT INTO answers (session_id, query_id, kind, winner, ranking, answered_at, "
-            "shown_at, response_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO answers (session_id, query_id, {', '.join(ANSWER_COLUMNS)}, "
+            "answered_at, shown_at, response_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session_id,
                 query_id,

@@ -6,6 +6,15 @@ as ``c a b`` or ``3 1 2`` ranks all options, ``s`` skips, ``t`` says "no prefere
 the last answer (recorded as a retraction), ``q`` quits, ``?`` helps. Input is read with
 :func:`input`, so the loop can be driven by a script or a pseudo-terminal.
 
+In a session with a graded scale of ``k`` levels, a pick of ``a`` or ``b`` is followed by the
+scale (:func:`~botorch_pref.sessions.scales.graded_positions`), numbered ``1`` ("(a) much
+better") to ``k`` ("(b) much better") with "about the same" in the middle of an odd scale: a
+number places the answer there (another side or the middle too), Enter keeps the pick as
+"better" of no stated strength. In a session with a rating scale of ``k`` levels, every answer
+but a skip is followed by the ratings: one number ``1`` (worst) .. ``k`` (best) per option, in
+the options' order (``3 1``), or Enter for none. ``q`` at either question quits without saving
+that answer; a wrong number is refused with the reason and asked again.
+
 A renderer is a function ``render(query) -> str | None`` (``query`` a
 :class:`~botorch_pref.sessions.Query`); its text is printed under the table. Name it as
 ``module:function`` (an importable module) or ``path/to/file.py:function``.
@@ -25,17 +34,20 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from botorch_pref.sessions.errors import USER_ERRORS, QueryNotPendingError
+from botorch_pref.sessions.scales import graded_positions, rating_words, strength_words
 
 __all__ = [
     "Command",
     "describe_best",
     "describe_params",
     "describe_progress",
+    "describe_scales",
     "format_options",
     "indent",
     "load_renderer",
     "option_labels",
     "parse_command",
+    "parse_ratings",
     "run_loop",
 ]
 
@@ -46,6 +58,14 @@ _HELP = (
     "  s  skip this query        t  no preference\n"
     "  u  undo your last answer  q  quit (answers are saved; 'run' resumes)\n"
     "  ?  this help"
+)
+_GRADED_HELP = (
+    "\nAfter a pick, say how much better on the scale: type its number (the middle one is "
+    "'about the same'), or press Enter for just 'better'."
+)
+_RATING_HELP = (
+    "\nAfter each answer (not a skip), rate every option: one number per option, in their "
+    "order ({scale}), or press Enter for no ratings."
 )
 
 
@@ -242,6 +262,24 @@ def describe_best(best: Any, names: Sequence[str], note: str = "") -> str:
     return f"best so far{note}: {values} (utility {best.mean:.3g} ± {best.std:.2g})"
 
 
+def describe_scales(session: Any) -> str:
+    """``, graded answers on 5 levels, ratings on 3 levels`` for a session with those scales
+    (``""`` for binary answers).
+
+    Args:
+        session: A :class:`~botorch_pref.sessions.Session`.
+
+    Returns:
+        The text.
+    """
+    parts = []
+    if session.levels is not None:
+        parts.append(f"graded answers on {session.levels} levels")
+    if session.rating_levels is not None:
+        parts.append(f"ratings on {session.rating_levels} levels")
+    return "".join(f", {p}" for p in parts)
+
+
 def indent(text: str, prefix: str) -> str:
     """Each line of ``text`` after ``prefix``.
 
@@ -352,7 +390,7 @@ def _handle_query(term: _Terminal, session: Any, query: Any) -> str:
             term.say(f"Not understood. Type {picks}, s, t, u, q or ? for help.")
             continue
         if cmd.action == "help":
-            term.say(_HELP.format(picks=picks, rank=" ".join(reversed(labels))))
+            term.say(_help(session, labels))
             continue
         if cmd.action == "quit":
             return "quit"
@@ -362,26 +400,137 @@ def _handle_query(term: _Terminal, session: Any, query: Any) -> str:
                 what = undone.answer.kind
                 term.say(f"Undid your last answer ({what}); that query is shown again.")
                 return "undone"
-            session.answer(
-                query.id,
-                cmd.winner if cmd.action == "winner" else None,
-                ranking=cmd.ranking,
-                skip=cmd.action == "skip",
-                tie=cmd.action == "tie",
-            )
+            answer = _details(term, session, query, cmd, labels)
+            if answer is None:
+                return "quit"
+            session.answer(query.id, **answer)
         except QueryNotPendingError as err:
             term.say(f"{err} Showing the current query.")
             return "undone"
         except USER_ERRORS as err:
             term.say(str(err))
             continue
-        term.say(f"Saved: {_describe_answer(cmd, labels)}.")
+        term.say(f"Saved: {_describe_answer(answer, labels, session.levels)}.")
         return "answered"
 
 
-def _describe_answer(cmd: Command, labels: list[str]) -> str:
-    if cmd.action == "winner":
-        return f"you prefer ({labels[cmd.winner]})"
-    if cmd.action == "ranking":
-        return "your ranking " + " > ".join(f"({labels[i]})" for i in cmd.ranking)
-    return "skipped" if cmd.action == "skip" else "no preference"
+def _help(session: Any, labels: list[str]) -> str:
+    """The help text, with the graded and rating scales' parts where the session has them."""
+    text = _HELP.format(picks="/".join(labels), rank=" ".join(reversed(labels)))
+    if session.levels is not None:
+        text += _GRADED_HELP
+    rating_levels = session.rating_levels
+    if rating_levels is not None:
+        text += _RATING_HELP.format(scale=_rating_scale(rating_levels))
+    return text
+
+
+def _details(
+    term: _Terminal, session: Any, query: Any, cmd: Command, labels: list[str]
+) -> dict[str, Any] | None:
+    """The answer's keyword arguments of :meth:`Session.answer`, with the strength and ratings
+    asked for where the session takes them; ``None`` when the person quits."""
+    answer: dict[str, Any] = {
+        "winner": cmd.winner if cmd.action == "winner" else None,
+        "ranking": cmd.ranking,
+        "skip": cmd.action == "skip",
+        "tie": cmd.action == "tie",
+    }
+    levels = session.levels
+    if levels is not None and cmd.action == "winner" and query.q == 2:
+        placed = _ask_strength(term, levels, labels, cmd.winner)
+        if placed is None:
+            return None
+        answer.update({"winner": None, **placed})
+    rating_levels = session.rating_levels
+    if rating_levels is not None and cmd.action != "skip":
+        ratings = _ask_ratings(term, rating_levels, labels)
+        if ratings == "quit":
+            return None
+        answer["ratings"] = ratings
+    return answer
+
+
+def _ask_strength(
+    term: _Terminal, levels: int, labels: list[str], winner: int
+) -> dict[str, Any] | None:
+    """Where on the graded scale the pick lies; ``{"winner": ...}`` for Enter, ``None`` for
+    quit."""
+    names = (f"({labels[0]})", f"({labels[1]})")
+    positions = graded_positions(levels, names)
+    for i, position in enumerate(positions):
+        term.say(f"  {i + 1}  {position.label}")
+    prompt = f"How much better is ({labels[winner]})? 1-{levels}, Enter: just better > "
+    while True:
+        text = term.ask(prompt).strip().lower()
+        if text == "":
+            return {"winner": winner}
+        if text in ("q", "quit", "exit"):
+            return None
+        if text.isascii() and text.isdigit() and 1 <= int(text) <= levels:
+            return positions[int(text) - 1].answer()
+        term.say(f"Not on the scale: {text[:20]!r}. Type a number from 1 to {levels}, or Enter.")
+
+
+def _rating_scale(levels: int) -> str:
+    words = rating_words(levels)
+    return ", ".join(f"{i + 1} {w}" for i, w in enumerate(words))
+
+
+def parse_ratings(line: str, q: int, levels: int) -> list[int] | None:
+    """Ratings typed as one number ``1 .. levels`` per option (spaces or commas between them).
+
+    Args:
+        line: The input.
+        q: The number of options.
+        levels: The rating scale's number of levels.
+
+    Returns:
+        The levels ``0 .. levels - 1`` (the typed numbers less one), or ``None`` for an empty
+        line (no ratings).
+
+    Raises:
+        ValueError: For anything but ``q`` whole numbers on the scale (the message names the
+            value).
+    """
+    tokens = line.replace(",", " ").split()
+    if not tokens:
+        return None
+    bad = [t for t in tokens if not (t.isascii() and t.isdigit() and 1 <= int(t) <= levels)]
+    if bad:
+        raise ValueError(f"{bad[0][:20]!r} is not a rating from 1 to {levels}.")
+    if len(tokens) != q:
+        raise ValueError(f"Give one rating per option ({q}), got {len(tokens)}: {line.strip()!r}.")
+    return [int(t) - 1 for t in tokens]
+
+
+def _ask_ratings(term: _Terminal, levels: int, labels: list[str]) -> list[int] | str | None:
+    """The ratings of the options (levels from 0), ``None`` for Enter, ``"quit"`` for quit."""
+    order = " ".join(f"({lab})" for lab in labels)
+    prompt = f"Rate {order} ({_rating_scale(levels)}), Enter: none > "
+    while True:
+        text = term.ask(prompt).strip().lower()
+        if text in ("q", "quit", "exit"):
+            return "quit"
+        try:
+            return parse_ratings(text, len(labels), levels)
+        except ValueError as err:
+            term.say(str(err))
+
+
+def _describe_answer(answer: dict[str, Any], labels: list[str], levels: int | None) -> str:
+    if answer["winner"] is not None:
+        strength = answer.get("strength")
+        text = f"you prefer ({labels[answer['winner']]})"
+        if strength is not None and levels is not None:
+            text = f"({labels[answer['winner']]}) {strength_words(levels)[strength - 1]}"
+    elif answer["ranking"] is not None:
+        text = "your ranking " + " > ".join(f"({labels[i]})" for i in answer["ranking"])
+    else:
+        text = "skipped" if answer["skip"] else "no preference"
+    ratings = answer.get("ratings")
+    if ratings is not None:
+        text += "; ratings " + ", ".join(
+            f"({lab}) {r + 1}" for lab, r in zip(labels, ratings, strict=True)
+        )
+    return text

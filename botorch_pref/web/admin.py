@@ -40,6 +40,7 @@ __all__ = [
     "admin_login",
     "admin_page",
     "admin_status",
+    "answer_options",
     "base_url",
     "create_session",
     "link_rows",
@@ -48,6 +49,9 @@ __all__ = [
 ]
 
 _MAX_PARAMS = 50
+#: Most levels of a graded or rating scale the create form takes (one button or radio button
+#: each on the answer page).
+MAX_LEVELS = 11
 
 
 async def admin_login(request: Request) -> Response:
@@ -163,6 +167,7 @@ def _admin_context(
         "path": str(state.path),
         "max_name": MAX_NAME,
         "max_text": MAX_TEXT,
+        "max_levels": MAX_LEVELS,
     }
 
 
@@ -232,13 +237,42 @@ def _optional_int(form: dict[str, str], key: str, low: int) -> int | None:
     return number
 
 
+def answer_options(form: dict[str, str]) -> dict[str, Any]:
+    """The optimiser settings of the create form's answers: ``answers="graded"`` with
+    ``levels`` (blank: the loop's default scale), and ``ratings`` (blank: none).
+
+    Args:
+        form: The create form.
+
+    Returns:
+        The settings given (none for binary answers without ratings).
+
+    Raises:
+        ValueError: For an unknown kind of answers, or a scale that is not a whole number
+            from 2 to :data:`MAX_LEVELS`.
+    """
+    answers = form.get("answers", "")
+    if answers not in ("", "graded"):
+        raise ValueError(f"answers is 'graded' or blank, got {answers[:20]!r}.")
+    options: dict[str, Any] = {"answers": "graded"} if answers else {}
+    for key in ("levels", "ratings"):
+        value = _optional_int(form, key, 2)
+        if value is not None and value > MAX_LEVELS:
+            raise ValueError(f"{key} must be at most {MAX_LEVELS}, got {value}.")
+        if value is not None:
+            options[key] = value
+    return options
+
+
 def create_session(state: WebState, form: dict[str, str]) -> WebSession:
     """Create the session the create form describes, and its web record.
 
     Args:
         state: The server's state.
         form: The form (``name``, ``parameters``, ``strategy``, ``q``, ``budget``, ``seed``,
-            ``renderer``, ``prompt``).
+            ``renderer``, ``prompt``, ``show_best``; ``answers`` (``""`` or ``"graded"``),
+            ``levels`` and ``ratings``: the graded and rating scales, see
+            :func:`answer_options`).
 
     Returns:
         The new session's record.
@@ -264,8 +298,10 @@ def create_session(state: WebState, form: dict[str, str]) -> WebSession:
     if show not in ("", "on", "1", "0"):
         raise ValueError(f"show_best is on or off, got {show[:20]!r}.")
     show_best = show in ("on", "1")
+    options = answer_options(form)
+    timeout = state.config.db_timeout
     Session.create(
-        state.path, name, params, strategy, q, seed, budget=budget, timeout=state.config.db_timeout
+        state.path, name, params, strategy, q, seed, budget=budget, timeout=timeout, **options
     ).close()
     tokens = state.tokens()
     assert tokens is not None  # the file exists now

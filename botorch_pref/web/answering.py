@@ -8,6 +8,15 @@ short transaction shared with the answers that arrive at the same moment
 (:mod:`~botorch_pref.web.writes`): it never waits for a worker. An answer names the query it
 answers, so a second answer to one query gets 409 "already answered", the next query, and
 nothing is written.
+
+A session with a graded scale of ``k`` levels (``answers="graded"``) shows a pair as one row of
+``k`` buttons, "Option 1 much better" .. "Option 2 much better" with "About the same" in the
+middle of an odd scale (:func:`~botorch_pref.sessions.scales.graded_positions`); the form sends
+the position as ``grade``. A session with a rating scale (``ratings=k``) shows ``k`` labelled
+radio buttons per option (``rating-<option>``: the level, 0 the worst), required for every
+answer but a skip. :func:`parse_choice` reads both; the session checks them
+(:meth:`~botorch_pref.sessions.Session.answer`): a position or level off the scale, or ratings
+of some options only, get 400 and nothing is written.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from botorch_pref.sessions import (
     SessionError,
 )
 from botorch_pref.sessions.answer_links import WebSession
+from botorch_pref.sessions.scales import graded_positions, rating_words
 from botorch_pref.web.nonces import NonceStatus
 from botorch_pref.web.server_state import (
     HTTPProblem,
@@ -69,7 +79,12 @@ STALE_UNDO = (
 
 
 #: What an undo withdrew, as the page after it names it (the ``undone`` query parameter).
-UNDONE = {"tie": "“no preference”", "skip": "a skip", "ranking": "a ranking"}
+UNDONE = {
+    "tie": "“no preference”",
+    "skip": "a skip",
+    "ranking": "a ranking",
+    "rating": "your ratings",
+}
 #: What the page says to a form it cannot check (from before the server's key changed, or
 #: older than a nonce lives): nothing was recorded, the current question is shown.
 STALE_FORM = (
@@ -101,6 +116,7 @@ def answer_context(
         query = s.pending()
         parameters = s.parameters
         q = s.q
+        levels, rating_levels = s.levels, s.rating_levels
     if browser and query is not None:
         state.writes.run(record.name, lambda s: s.mark_shown())
     prepared = state.preparer.prepared(record.name)
@@ -130,6 +146,8 @@ def answer_context(
         "number": progress.answered + 1,
         "q": q,
         "options": options,
+        "scale": _scale(levels, q),
+        "rating_words": None if rating_levels is None else rating_words(rating_levels),
         "progress": progress,
         "budget": progress.budget,
         "best": best,
@@ -143,6 +161,16 @@ def answer_context(
         "undone": undone,
         "refresh_s": state.config.refresh_s,
     }
+
+
+def _scale(levels: int | None, q: int) -> list[dict[str, Any]] | None:
+    """The graded scale's buttons of a pair (``None`` without a graded scale)."""
+    if levels is None or q != 2:
+        return None
+    return [
+        {"label": p.label, "middle": p.tie}
+        for p in graded_positions(levels, ("Option 1", "Option 2"))
+    ]
 
 
 def undone_notice(undone: str) -> str:
@@ -231,33 +259,64 @@ def _digits(text: str, most: int) -> bool:
     return text.isascii() and text.isdigit() and len(text) <= most
 
 
-def parse_choice(form: dict[str, str], q: int) -> tuple[int, dict[str, Any]]:
+def parse_choice(
+    form: dict[str, str], q: int, levels: int | None = None
+) -> tuple[int, dict[str, Any]]:
     """The query an answer form names and the answer, as :meth:`Session.answer` takes it.
 
     Args:
-        form: The form (``query_id``, ``choice``: ``0``..``q-1``, ``tie`` or ``skip``).
+        form: The form: ``query_id``; ``choice`` (``0``..``q-1``, ``tie`` or ``skip``) or
+            ``grade`` (a position ``0..levels-1`` of the graded scale, module docstring); and
+            ``rating-<i>`` for each option ``i`` when rated (left out of a skip).
         q: Options per query.
+        levels: The session's graded scale's number of levels, or ``None``.
 
     Returns:
-        ``(query_id, keyword arguments of Session.answer)``.
+        ``(query_id, keyword arguments of Session.answer)``; the ratings' levels are passed as
+        given, for the session to check against its scale.
 
     Raises:
-        HTTPProblem: 400 for a form without a query id or with an unknown choice.
+        HTTPProblem: 400 for a form without a query id, with an unknown choice or position,
+            a position without a graded scale, or ratings of some options only.
     """
     query_id = form.get("query_id", "")
     if not _digits(query_id, 30):  # an id beyond SQLite's integers is not open (409)
         raise HTTPProblem(400, "The answer does not name its query.")
-    choice = form.get("choice", "")
-    if choice in ("tie", "skip"):
-        return int(query_id), {choice: True}
-    if _digits(choice, 3) and int(choice) < q:
-        return int(query_id), {"winner": int(choice)}
-    raise HTTPProblem(400, f"Unknown choice {choice[:20]!r}.")
+    choice, grade = form.get("choice", ""), form.get("grade")
+    if grade is not None:
+        if levels is None or q != 2:
+            raise HTTPProblem(400, "This study has no graded scale: answer with a choice.")
+        if not (_digits(grade, 3) and int(grade) < levels):
+            raise HTTPProblem(400, f"Position {grade[:20]!r} is not on the {levels}-level scale.")
+        answer = graded_positions(levels)[int(grade)].answer()
+    elif choice in ("tie", "skip"):
+        answer = {choice: True}
+    elif _digits(choice, 3) and int(choice) < q:
+        answer = {"winner": int(choice)}
+    else:
+        raise HTTPProblem(400, f"Unknown choice {choice[:20]!r}.")
+    if choice != "skip":  # a skip leaves the ratings its page had checked
+        ratings = _ratings(form, q)
+        if ratings is not None:
+            answer["ratings"] = ratings
+    return int(query_id), answer
+
+
+def _ratings(form: dict[str, str], q: int) -> list[int | str] | None:
+    """The ``rating-<i>`` fields of the options, ``None`` without any (400 for some only)."""
+    given = [form.get(f"rating-{i}") for i in range(q)]
+    if all(g is None for g in given):
+        return None
+    missing = [i + 1 for i, g in enumerate(given) if g is None]
+    if missing:
+        raise HTTPProblem(400, f"Rate every option or none: option {missing[0]} has no rating.")
+    # a whole number stays text here, so that the session's check names it as given
+    return [int(g) if _digits(g, 3) else g for g in given]
 
 
 def _answer(session: Session, form: dict[str, str]) -> str:
     """Record the form's answer; what the page says when it does not (``""`` when it does)."""
-    query_id, answer = parse_choice(form, session.q)
+    query_id, answer = parse_choice(form, session.q, session.levels)
     try:
         session.answer(query_id, **answer)
     except QueryNotPendingError as err:

@@ -12,7 +12,8 @@ Sessions are compatible when they have the same optimiser settings besides the s
 ``q``, model, schedule, ...), the same bounds and the same number of standing choices, and
 either no choice yet fitted or their latest stored fit is the one the schedule made last (a
 refit after the next choice starts from it); the model must be one the batched back end holds
-(``"laplace"``, ``"laplace-box"``). Every random draw of the step is the session's own (qEUBO's
+(``"laplace"``, ``"laplace-box"``) and the answers binary (sessions with graded answers or
+ratings are stepped one at a time). Every random draw of the step is the session's own (qEUBO's
 base samples too, :class:`~botorch_pref.acquisition.sampling.MemberSobolSampler`), so a
 session's query depends on the sessions stepped with it only through rounding (the batched
 solvers step every member until the last one converges). Sessions with other models,
@@ -198,8 +199,9 @@ def group_key(session: Session, answers: int) -> tuple[str, int] | None:
 
 def _batchable(config: LoopConfig) -> bool:
     # every random draw of a batched step is the member's own (qEUBO's base samples too), so
-    # a session's query depends on the sessions stepped with it only through rounding
-    return config.model_name in BATCHED_MODELS
+    # a session's query depends on the sessions stepped with it only through rounding; graded
+    # answers and ratings are stepped one session at a time (their thresholds are fitted)
+    return config.model_name in BATCHED_MODELS and config.answers.binary
 
 
 def _compatible(session: Session) -> str:

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from botorch_pref.sessions import HistoryEntry, SessionNotFoundError
 from botorch_pref.sessions.answer_links import WebSession
 from botorch_pref.sessions.export import export_study
+from botorch_pref.sessions.scales import strength_words
 from botorch_pref.web import held, plots
 from botorch_pref.web.admin import base_url, session_rows
 from botorch_pref.web.server_state import HTTPProblem, WebState, fmt, require_admin, web_state
@@ -52,8 +53,14 @@ def _admin_record(state: WebState, request: Request) -> WebSession:
     return record
 
 
-def _history_row(entry: HistoryEntry, bounds: dict[str, tuple[float, float]]) -> dict[str, Any]:
+def _history_row(
+    entry: HistoryEntry, bounds: dict[str, tuple[float, float]], levels: int | None
+) -> dict[str, Any]:
+    """A row of the answers table: the options, the answer (with its strength's name on the
+    graded scale of ``levels`` levels, and the ratings as "option: level", numbered from 1),
+    the times."""
     a, query = entry.stored, entry.query
+    strength = a.answer.strength
     return {
         "number": query.number,
         "options": [
@@ -61,6 +68,10 @@ def _history_row(entry: HistoryEntry, bounds: dict[str, tuple[float, float]]) ->
         ],
         "kind": a.answer.kind,
         "winner": a.answer.winner,
+        "strength": "" if strength is None else strength_words(levels)[strength - 1],
+        "ratings": ""
+        if a.answer.ratings is None
+        else ", ".join(f"{i + 1}: {r + 1}" for i, r in enumerate(a.answer.ratings)),
         "answered_at": a.answered_at,
         "response_s": None if a.response_s is None else f"{a.response_s:.1f}",
         "retracted": a.retracted_at is not None,
@@ -83,6 +94,7 @@ def results_context(state: WebState, record: WebSession) -> dict[str, Any]:
             progress = s.progress()
             settings = s.settings
             parameters = s.parameters
+            levels = s.levels
             graph = plots.comparison_graph_summary(s)
     except SessionNotFoundError:
         raise HTTPProblem(404, "No such session.") from None
@@ -94,7 +106,7 @@ def results_context(state: WebState, record: WebSession) -> dict[str, Any]:
         "progress": progress,
         "settings": settings,
         "parameters": parameters,
-        "history": [_history_row(entry, bounds) for entry in history],
+        "history": [_history_row(entry, bounds, levels) for entry in history],
         "graph": graph,
         "reading": reading,
         "pairs": len(parameters) * (len(parameters) - 1) // 2,

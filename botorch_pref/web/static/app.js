@@ -1,5 +1,7 @@
 // The pages' script: keyboard shortcuts of the answering page (1..q, or left/right for two
-// options, choose; t no preference, s skip, u undo), and the admin page's copy buttons. Each
+// options, choose; 1..k place a graded answer on its scale; t no preference, s skip, u undo;
+// keys typed in a rating's radio buttons move between them instead), and the admin page's copy
+// buttons. Each
 // key clicks the button marked with data-key, so the page works the same without this script
 // (the key hints and copy buttons are shown only with it). A form is sent once: its buttons
 // are disabled after the first submit (the server refuses a second answer to a query anyway).
@@ -10,6 +12,7 @@ document.documentElement.classList.remove("no-js");
 document.addEventListener("DOMContentLoaded", () => {
   const form = document.getElementById("answer-form");
   const q = form ? Number(form.dataset.q) : 0;
+  const graded = Boolean(form && form.dataset.graded);  // keys 1..k place a graded answer
 
   document.querySelectorAll("form").forEach((f) => {
     f.addEventListener("submit", (event) => {
@@ -46,8 +49,8 @@ document.addEventListener("DOMContentLoaded", () => {
     const target = event.target;
     if (target && ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)) return;
     let key = event.key.toLowerCase();
-    if (q === 2 && key === "arrowleft") key = "1";
-    if (q === 2 && key === "arrowright") key = "2";
+    if (q === 2 && !graded && key === "arrowleft") key = "1";
+    if (q === 2 && !graded && key === "arrowright") key = "2";
     const button = document.querySelector(`button[data-key="${CSS.escape(key)}"]`);
     if (button) {
       event.preventDefault();
