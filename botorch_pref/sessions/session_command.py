@@ -251,14 +251,21 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         help="the preference model (default: laplace): "
         + "; ".join(f"{k}: {v}" for k, v in MODELS.items()),
     )
-    cr.add_argument(
+    _add_answer_options(cr)
+    _add_page_options(cr)
+
+
+def _add_answer_options(create: argparse.ArgumentParser) -> None:
+    """The options of ``session create`` that say what an answer holds and how it is modelled."""
+    answers = create.add_argument_group("the answers")
+    answers.add_argument(
         "--answers",
         choices=("choice", "pairs", "graded"),
         default=None,
         help="q > 2 answers as a choice among the options (default) or as pairs; graded: a "
         "pair's winner says how much better, on a scale of --levels levels",
     )
-    cr.add_argument(
+    answers.add_argument(
         "--levels",
         type=int,
         default=None,
@@ -266,19 +273,18 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         help="the graded scale's levels, 'A much better' .. 'B much better' (odd K: 'about "
         "the same' in the middle; default with --answers graded: 5)",
     )
-    cr.add_argument(
+    answers.add_argument(
         "--ratings",
         type=int,
         default=None,
         metavar="K",
         help="people also rate each option on K levels, worst to best (default: no ratings)",
     )
-    cr.add_argument(
+    answers.add_argument(
         "--no-ties",
         action="store_true",
         help="record 'no preference' answers without modelling them (default for q = 2: model)",
     )
-    _add_page_options(cr)
 
 
 def _add_page_options(create: argparse.ArgumentParser) -> None:
