@@ -76,11 +76,13 @@ def answers_table(results: dict, queries: int) -> str:
     Returns:
         The table, then per arm the means over problems of its paired differences.
     """
-    from benchmarks.suite import match_cell, paired  # the suite's pairing and matching
+    from benchmarks.suite import CHECKPOINTS, match_cell, paired  # the suite's own
 
+    ks = [k for k in CHECKPOINTS if k <= queries and k != queries] + [queries]
     head = (
-        f"| problem | strategy | answers | R | ours @{queries} | - binary @{queries} | "
-        f"- BoTorch @{queries} | matches BoTorch @{queries} after | s/query | vs binary |"
+        f"| problem | strategy | answers | R | ours @{queries} | "
+        + " | ".join(f"- binary @{k}" for k in ks)
+        + f" | - BoTorch @{queries} | matches BoTorch @{queries} after | s/query | vs binary |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     means: dict[str, list[tuple[float, float]]] = {}
@@ -89,7 +91,8 @@ def answers_table(results: dict, queries: int) -> str:
             strategy, arm = split(name)
             ours, anchor = cell["ours"], cell.get("anchor")
             base = cells.get(strategy, {}).get("ours")
-            vs_binary = paired(ours, base, queries) if base and arm != "binary" else []
+            against = [paired(ours, base, k) if base and arm != "binary" else [] for k in ks]
+            vs_binary = against[-1]
             vs_botorch = paired(ours, anchor, queries) if anchor else []
             match = match_cell(ours, anchor, queries) if vs_botorch else "-"
             ratio = "-"
@@ -98,7 +101,8 @@ def answers_table(results: dict, queries: int) -> str:
             final = [c[queries] for c in ours["log_regret"]]
             lines.append(
                 f"| {problem} | {strategy} | {arm} | {len(ours['seeds'])} | "
-                f"{fmt_mean_se(final)} | {fmt_mean_se(vs_binary)} | {fmt_mean_se(vs_botorch)} | "
+                f"{fmt_mean_se(final)} | {' | '.join(map(fmt_mean_se, against))} | "
+                f"{fmt_mean_se(vs_botorch)} | "
                 f"{match} | {ours['seconds_per_query']:.2f} | {ratio} |"
             )
             if vs_binary or vs_botorch:
@@ -112,8 +116,8 @@ def answers_table(results: dict, queries: int) -> str:
     for name, pairs in means.items():
         a = statistics.fmean(p[0] for p in pairs)
         b = statistics.fmean(p[1] for p in pairs)
+        binary = "" if split(name)[1] == "binary" else f"{a:+.3f} vs binary, "
         lines.append(
-            f"mean over {len(pairs)} problems @{queries}, {name}: {a:+.3f} vs binary, "
-            f"{b:+.3f} vs BoTorch"
+            f"mean over {len(pairs)} problems @{queries}, {name}: {binary}{b:+.3f} vs BoTorch"
         )
     return "\n".join(lines)

@@ -173,3 +173,17 @@ def test_replications_with_graded_answers_need_the_sequential_back_end():
             "branin", n_replications=1, n_queries=1, answers="graded", tie_band=0.5,
             backend="sequential",
         )  # fmt: skip
+
+
+def test_grades_calibrated_on_top_design_pairs_tell_good_designs_apart():
+    from botorch_pref.graded_users import calibrate_grades
+    from botorch_pref.users import top_pair_gaps
+
+    f = get_utility("branin")
+    top = calibrate_grades(f, 5, n_pairs=2000, among="top")
+    wide = calibrate_grades(f, 5, n_pairs=2000)
+    gaps = top_pair_gaps(f, 2000, 0)
+    assert torch.equal(top, torch.quantile(gaps, torch.tensor([1 / 3, 2 / 3], dtype=gaps.dtype)))
+    assert bool((top > 0).all()) and bool(top[1] > top[0]) and bool((top < wide / 10).all())
+    with pytest.raises(ValueError, match="among"):
+        calibrate_grades(f, 5, among="best")
