@@ -246,29 +246,10 @@ def run_replications(
     T_acq = nonnegative_int(n_queries, "n_queries")
     seed = nonnegative_int(seed, "seed")
     config, policy = configure(utility.dim, strategy, q, policy, {**settings, "seed": seed})
-    after = tuple(nonnegative_int(k, "anywhere_after") for k in anywhere_after)
-    if any(not 0 <= k <= T_acq for k in after) or len(set(after)) != len(after):
-        raise ValueError(
-            f"anywhere_after must hold distinct counts in [0, {T_acq}], got {list(anywhere_after)}."
-        )
-    if policy.n_initial == 0 and 0 in after:
-        raise ValueError(
-            "anywhere_after counts acquisition queries after the initial ones; with n_initial=0 "
-            "the count 0 comes before any answer, so there is nothing to recommend from."
-        )
+    after = _anywhere_after(anywhere_after, T_acq, policy.n_initial)
     band = nonnegative_real(tie_band, "tie_band")
+    _check_answers(config, band, backend)
     form = config.answers
-    if band > 0 and (not config.ties or form.graded):
-        raise ValueError(
-            "tie_band > 0 gives 'no preference' answers to binary comparisons: they need "
-            "ties=True (graded users answer 'about the same' on their scale's middle level)."
-        )
-    if not form.binary and backend == "batched":
-        raise ValueError(
-            "graded answers and ratings run with backend='sequential': the batched back end "
-            "fits one set of hyperparameters per member and the likelihood's thresholds are "
-            "shared."
-        )
     seeds = [seed + i for i in range(R)]
     bounds = torch.zeros(2, utility.dim, **config.tkwargs)
     bounds[1] = 1.0
@@ -292,6 +273,37 @@ def run_replications(
         policy=policy,
         anywhere_after=after,
     )
+
+
+def _anywhere_after(anywhere_after: Sequence[int], T_acq: int, n_initial: int) -> tuple[int, ...]:
+    """The checked ``anywhere_after`` counts of :func:`run_replications`."""
+    after = tuple(nonnegative_int(k, "anywhere_after") for k in anywhere_after)
+    if any(not 0 <= k <= T_acq for k in after) or len(set(after)) != len(after):
+        raise ValueError(
+            f"anywhere_after must hold distinct counts in [0, {T_acq}], got {list(anywhere_after)}."
+        )
+    if n_initial == 0 and 0 in after:
+        raise ValueError(
+            "anywhere_after counts acquisition queries after the initial ones; with n_initial=0 "
+            "the count 0 comes before any answer, so there is nothing to recommend from."
+        )
+    return after
+
+
+def _check_answers(config: LoopConfig, band: float, backend: str) -> None:
+    """Refuse simulated answers the run cannot give (:func:`run_replications`'s ``Raises``)."""
+    form = config.answers
+    if band > 0 and (not config.ties or form.graded):
+        raise ValueError(
+            "tie_band > 0 gives 'no preference' answers to binary comparisons: they need "
+            "ties=True (graded users answer 'about the same' on their scale's middle level)."
+        )
+    if not form.binary and backend == "batched":
+        raise ValueError(
+            "graded answers and ratings run with backend='sequential': the batched back end "
+            "fits one set of hyperparameters per member and the likelihood's thresholds are "
+            "shared."
+        )
 
 
 def _users(
