@@ -63,6 +63,7 @@ __all__ = [
     "AnswerFormat",
     "InvalidAnswerError",
     "encode_answer",
+    "graded_answer",
     "graded_level",
     "validate_answer",
 ]
@@ -205,8 +206,24 @@ def _strength(strength: Any, q: int, levels: int | None) -> int:
 
 def graded_level(strength: int, levels: int) -> int:
     """The level of the graded row ``(winner, loser)`` for a winner of ``strength``:
-    ``(levels - 1) // 2 + strength`` (module docstring)."""
+    ``(levels - 1) // 2 + strength`` (module docstring; strength 0 is the middle, a tie)."""
     return (levels - 1) // 2 + strength
+
+
+def graded_answer(level: int, levels: int) -> tuple[int | None, int | None]:
+    """The inverse of :func:`graded_level` for the row ``(option 0, option 1)``.
+
+    Args:
+        level: The row's level, ``0`` ("option 1 much better") .. ``levels - 1``.
+        levels: The scale's odd number of levels.
+
+    Returns:
+        ``(winner, strength)``, or ``(None, None)`` for the middle level ("about the same").
+    """
+    offset = level - graded_level(0, levels)
+    if offset == 0:
+        return None, None
+    return (0 if offset > 0 else 1), abs(offset)
 
 
 def validate_answer(
@@ -334,7 +351,7 @@ def encode_answer(index: Sequence[int], answer: Answer, mode: str | AnswerFormat
         if levels is None:
             obs.add_tie(index[0], index[1])
         else:
-            obs.add_graded(index[0], index[1], (levels - 1) // 2, levels=levels)
+            obs.add_graded(index[0], index[1], graded_level(0, levels), levels=levels)
     elif answer.strength is not None:
         loser = index[1 - answer.winner]
         level = graded_level(answer.strength, levels)

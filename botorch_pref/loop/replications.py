@@ -50,7 +50,7 @@ from torch import Tensor
 
 from botorch_pref.checks import nonnegative_real
 from botorch_pref.graded_users import GradedUser, calibrate_grades, calibrate_ratings
-from botorch_pref.loop.answers import Answer, AnswerFormat
+from botorch_pref.loop.answers import Answer, AnswerFormat, graded_answer
 from botorch_pref.loop.config import LoopConfig, nonnegative_int, positive_int
 from botorch_pref.loop.policy import STRATEGIES, QueryPolicy, configure
 from botorch_pref.loop.state import LoopState
@@ -341,11 +341,9 @@ def _answer(
 ) -> Answer:
     """A simulated user's answer to query ``X`` in the run's answer format."""
     strength = None
-    if form.graded:
-        h = (form.levels - 1) // 2
-        level = int(user.grade(X))  # option 0 against option 1, middle level h
-        winner = -1 if level == h else 0 if level > h else 1
-        strength = None if winner < 0 else abs(level - h)
+    if form.graded:  # the level of option 0 against option 1
+        winner, strength = graded_answer(int(user.grade(X)), form.levels)
+        winner = -1 if winner is None else winner
     elif tie_band > 0:
         winner = int(user.answer_pair(X, tie_band))
     else:
