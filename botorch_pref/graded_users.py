@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 import torch
 from torch import Tensor
 
 from botorch_pref.checks import nonnegative_real, whole_number
 from botorch_pref.test_functions import check_tensor
-from botorch_pref.users import SimulatedUser, calibrate_noise, random_utilities, top_pair_gaps
+from botorch_pref.users import SimulatedUser, UserNoise, random_utilities, top_pair_gaps
 
 __all__ = ["GradedUser", "calibrate_grades", "calibrate_ratings"]
 
@@ -61,34 +61,32 @@ class GradedUser(SimulatedUser):
     def __init__(
         self,
         utility: Callable[[Tensor], Tensor],
-        noise: str = "gumbel",
-        scale: float = 0.0,
-        seed: int | torch.Generator | None = None,
+        *,
         grade_thresholds: Tensor | None = None,
         rating_cut_points: Tensor | None = None,
         grade_noise: float = 1.0,
+        **user: Unpack[UserNoise],
     ) -> None:
         r"""
         Args:
             utility: As :class:`~botorch_pref.users.SimulatedUser`.
-            noise: As :class:`~botorch_pref.users.SimulatedUser`.
-            scale: As :class:`~botorch_pref.users.SimulatedUser`.
-            seed: As :class:`~botorch_pref.users.SimulatedUser`; grade and rating noise come
-                from a second generator seeded from it.
             grade_thresholds: Increasing positive thresholds :math:`\tau_1 < \dots < \tau_h`
                 on the perceived difference (:func:`calibrate_grades`), for :meth:`grade`.
             rating_cut_points: Increasing cut points on the perceived utility
                 (:func:`calibrate_ratings`), for :meth:`rate`.
             grade_noise: The ratio (``>= 1``) of the noise on a grade's strength to the noise
                 on its direction (module docstring); 1 reads both from the same difference.
+            **user: ``noise``, ``scale`` and ``seed`` as :class:`~botorch_pref.users.
+                SimulatedUser` (:class:`~botorch_pref.users.UserNoise`); grade and rating noise
+                come from a second generator seeded from ``seed``.
 
         Raises:
             ValueError: As :class:`~botorch_pref.users.SimulatedUser`, and for thresholds or
                 cut points that are not increasing (thresholds: and positive), or a grade noise
                 below 1.
         """
-        super().__init__(utility, noise, scale, seed)
-        self.side_generator = _side_generator(seed)
+        super().__init__(utility, **user)
+        self.side_generator = _side_generator(user.get("seed"))
         self.grade_thresholds = _increasing(grade_thresholds, "grade_thresholds", positive=True)
         self.rating_cut_points = _increasing(rating_cut_points, "rating_cut_points")
         self.grade_noise = nonnegative_real(grade_noise, "grade_noise")
@@ -99,44 +97,46 @@ class GradedUser(SimulatedUser):
     def calibrated(
         cls,
         utility: Callable[[Tensor], Tensor],
-        error_rate: float = 0.2,
-        noise: str = "gumbel",
-        seed: int | torch.Generator | None = None,
-        calibration_seed: int | torch.Generator | None = 0,
+        *,
         graded_levels: int | None = None,
         rating_levels: int | None = None,
         grade_noise: float = 1.0,
-        **calibration_kwargs: Any,
+        **settings: Any,
     ) -> GradedUser:
         r"""A user calibrated as :meth:`SimulatedUser.calibrated
         <botorch_pref.users.SimulatedUser.calibrated>`, with grade thresholds and cut points.
 
         Args:
             utility: The user's utility.
-            error_rate: The target probability of answering a top-design pair wrongly.
-            noise: ``"probit"`` or ``"gumbel"``.
-            seed: Seed or generator of the user's answers.
-            calibration_seed: Seed or generator of the calibrations' designs and pairs.
             graded_levels: Levels of graded answers (odd; thresholds by
                 :func:`calibrate_grades`), or ``None`` for none.
             rating_levels: Levels of ratings (cut points by :func:`calibrate_ratings`), or
                 ``None`` for none.
             grade_noise: See :class:`GradedUser`.
-            **calibration_kwargs: Passed to :func:`~botorch_pref.users.calibrate_noise`.
+            **settings: Those of :meth:`SimulatedUser.calibrated
+                <botorch_pref.users.SimulatedUser.calibrated>` (``error_rate``, ``noise``,
+                ``seed``, ``calibration_seed``, ``dim``, ...); ``calibration_seed`` (default 0)
+                and ``dim`` also seed and size the thresholds' and cut points' designs.
 
         Returns:
             The calibrated user.
         """
-        scale = calibrate_noise(
-            utility, error_rate=error_rate, noise=noise, seed=calibration_seed, **calibration_kwargs
-        )
-        dim = calibration_kwargs.get("dim")
+        base = SimulatedUser.calibrated(utility, **settings)
+        seed, dim = settings.get("calibration_seed", 0), settings.get("dim")
         thresholds = cuts = None
         if graded_levels is not None:
-            thresholds = calibrate_grades(utility, graded_levels, seed=calibration_seed, dim=dim)
+            thresholds = calibrate_grades(utility, graded_levels, seed=seed, dim=dim)
         if rating_levels is not None:
-            cuts = calibrate_ratings(utility, rating_levels, seed=calibration_seed, dim=dim)
-        return cls(utility, noise, scale, seed, thresholds, cuts, grade_noise)
+            cuts = calibrate_ratings(utility, rating_levels, seed=seed, dim=dim)
+        return cls(
+            utility,
+            grade_thresholds=thresholds,
+            rating_cut_points=cuts,
+            grade_noise=grade_noise,
+            noise=base.noise,
+            scale=base.scale,
+            seed=settings.get("seed"),
+        )
 
     @property
     def graded_levels(self) -> int | None:

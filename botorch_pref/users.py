@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch import Tensor
@@ -32,6 +32,7 @@ from botorch_pref.test_functions import check_tensor
 
 __all__ = [
     "SimulatedUser",
+    "UserNoise",
     "calibrate_noise",
     "error_probability",
     "random_utilities",
@@ -99,6 +100,20 @@ def error_probability(delta: Tensor, scale: float, noise: str = "gumbel") -> Ten
         # Phi(-y) = erfc(y / sqrt 2) / 2, accurate in the far tail (torch's ndtr is not, there).
         return 0.5 * torch.special.erfc(a / (2.0 * scale))
     return torch.sigmoid(-a / scale)
+
+
+class UserNoise(TypedDict, total=False):
+    """A simulated user's answer noise, as keywords of :class:`SimulatedUser` (all optional).
+
+    Attributes:
+        noise: ``"probit"`` or ``"gumbel"`` (default).
+        scale: The noise scale :math:`s \\ge 0` (default 0: noiseless answers).
+        seed: An int seed, a CPU ``torch.Generator`` or ``None`` (torch's global generator).
+    """
+
+    noise: str
+    scale: float
+    seed: int | torch.Generator | None
 
 
 class SimulatedUser:

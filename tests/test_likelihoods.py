@@ -142,8 +142,11 @@ def test_derivatives_at_another_scale_are_the_link_at_that_scale(ties):
     scales = torch.tensor([0.3, 1.0, 1.7, 4.0, 0.5, 2.5, 9.0, 0.8], dtype=torch.float64)
     theta = 0.6 if ties else None
     builds = (
-        (PairwiseProbit(tie_threshold=theta), lambda s: PairwiseProbit(s / math.sqrt(2), theta)),
-        (PairwiseLogit(tie_threshold=theta), lambda s: PairwiseLogit(s, theta)),
+        (
+            PairwiseProbit(tie_threshold=theta),
+            lambda s: PairwiseProbit(s / math.sqrt(2), tie_threshold=theta),
+        ),
+        (PairwiseLogit(tie_threshold=theta), lambda s: PairwiseLogit(s, tie_threshold=theta)),
     )
     for lik, at_scale in builds:
         methods = ["derivatives"] + ["tie_derivatives"] * ties

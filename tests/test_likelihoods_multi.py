@@ -111,7 +111,9 @@ def test_tie_probabilities_match_monte_carlo(lik_cls):
             assert abs(p - freq) < 4 * math.sqrt(p * (1 - p) / n) + 1e-12
 
 
-@pytest.mark.parametrize("lik", [PairwiseProbit(0.7, tie_threshold=0.5), PairwiseLogit(1.5, 0.3)])
+@pytest.mark.parametrize(
+    "lik", [PairwiseProbit(0.7, tie_threshold=0.5), PairwiseLogit(1.5, tie_threshold=0.3)]
+)
 def test_tie_derivatives_match_autograd_and_are_stable(lik):
     delta = torch.linspace(-12.0, 12.0, 48, dtype=DT, requires_grad=True)  # avoids delta = 0
     _, grad, neg_hess = lik.tie_derivatives(delta.detach())

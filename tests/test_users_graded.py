@@ -17,7 +17,15 @@ def _user(seed=3, grade_noise=1.0, scale=None):
     thresholds = calibrate_grades(BRANIN, 5, n_pairs=20_000)
     cuts = calibrate_ratings(BRANIN, 4, n_designs=20_000)
     scale = 0.1 if scale is None else scale
-    return GradedUser(BRANIN, "gumbel", scale, seed, thresholds, cuts, grade_noise)
+    return GradedUser(
+        BRANIN,
+        grade_thresholds=thresholds,
+        rating_cut_points=cuts,
+        grade_noise=grade_noise,
+        noise="gumbel",
+        scale=scale,
+        seed=seed,
+    )
 
 
 def test_calibration_puts_levels_at_equal_frequencies_on_random_designs():

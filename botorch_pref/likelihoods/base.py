@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from enum import IntEnum
+from typing import TypedDict
 
 import torch
 from gpytorch.constraints import Interval, Positive
@@ -42,7 +43,13 @@ from torch.distributions import Bernoulli
 
 from botorch_pref.likelihoods.ordinal import OrdinalAnswers
 
-__all__ = ["SCALAR_KINDS", "ObservationKind", "PairwiseLikelihood", "positive_float"]
+__all__ = [
+    "SCALAR_KINDS",
+    "AnswerThresholds",
+    "ObservationKind",
+    "PairwiseLikelihood",
+    "positive_float",
+]
 
 
 class ObservationKind(IntEnum):
@@ -89,6 +96,27 @@ def _default_tie_prior(prior: Prior | bool | None) -> Prior | None:
     return prior
 
 
+class AnswerThresholds(TypedDict, total=False):
+    r"""The keyword settings of a likelihood's answers beyond "v beat u" (all optional).
+
+    Attributes:
+        tie_threshold: Initial tie threshold :math:`\theta > 0`, or ``None`` (default) for a
+            model without ties (no parameter, exactly the plain pairwise link).
+        tie_threshold_prior: Prior on :math:`\theta`; ``True`` (default) for ``Gamma(2, 2)``
+            (mode 0.5, mean 1), ``False`` or ``None`` for none.
+        tie_threshold_constraint: Constraint on :math:`\theta`; default ``Positive()``.
+        graded_levels: Levels of graded comparisons (``>= 2``), or ``None`` to take them from
+            the data (:meth:`~botorch_pref.likelihoods.ordinal.OrdinalAnswers.match_levels`).
+        rating_levels: Levels of ratings (``>= 2``), or ``None`` to take them from the data.
+    """
+
+    tie_threshold: float | None
+    tie_threshold_prior: Prior | bool | None
+    tie_threshold_constraint: Interval | None
+    graded_levels: int | None
+    rating_levels: int | None
+
+
 class PairwiseLikelihood(OrdinalAnswers, Likelihood):
     r"""Base class: a link :math:`P(v \succ u) = \sigma(\delta / s)` of the utility difference.
 
@@ -98,19 +126,15 @@ class PairwiseLikelihood(OrdinalAnswers, Likelihood):
     model are :attr:`supported_kinds` (:meth:`check_kinds` raises a clear error otherwise).
 
     Args:
-        tie_threshold: Initial tie threshold :math:`\theta > 0`, or ``None`` for no ties.
-        tie_threshold_prior: Prior on :math:`\theta`; ``True`` for ``Gamma(2, 2)``, ``False``
-            or ``None`` for none.
-        tie_threshold_constraint: Constraint on :math:`\theta`; default ``Positive()``.
-        graded_levels: Levels of graded comparisons (``>= 2``), or ``None`` to take them from
-            the data (:meth:`match_levels`).
-        rating_levels: Levels of ratings (``>= 2``), or ``None`` to take them from the data.
+        tie_threshold, tie_threshold_prior, tie_threshold_constraint, graded_levels,
+            rating_levels: The answers' settings, keyword only (:class:`AnswerThresholds`).
     """
 
     def __init__(
         self,
+        *,
         tie_threshold: float | None = None,
-        tie_threshold_prior: Prior | bool | None = None,
+        tie_threshold_prior: Prior | bool | None = True,
         tie_threshold_constraint: Interval | None = None,
         graded_levels: int | None = None,
         rating_levels: int | None = None,

@@ -24,13 +24,12 @@ defaults to BoTorch's :math:`P = \operatorname{sigmoid}(\delta)`.
 from __future__ import annotations
 
 import math
+from typing import Unpack
 
 import torch
-from gpytorch.constraints import Interval
-from gpytorch.priors import Prior
 from torch import Tensor
 
-from botorch_pref.likelihoods.base import PairwiseLikelihood, positive_float
+from botorch_pref.likelihoods.base import AnswerThresholds, PairwiseLikelihood, positive_float
 
 __all__ = ["PairwiseLogit", "PairwiseProbit", "probit_hazard"]
 
@@ -108,33 +107,14 @@ class PairwiseProbit(PairwiseLikelihood):
 
     Args:
         noise_std: The per-option noise standard deviation :math:`\sigma > 0`.
-        tie_threshold: Initial :math:`\theta > 0`, or ``None`` (default) for a model without
-            ties (no parameter, exactly the pairwise probit).
-        tie_threshold_prior: Prior on :math:`\theta`; default ``Gamma(2, 2)`` (mode 0.5, mean
-            1); ``False`` or ``None`` for no prior.
-        tie_threshold_constraint: Constraint on :math:`\theta`; default ``Positive()``.
-        graded_levels: Levels of graded comparisons, or ``None`` to take them from the data
-            (:mod:`~botorch_pref.likelihoods.ordinal`).
-        rating_levels: Levels of ratings, or ``None`` to take them from the data.
+        **answers: Ties, graded comparisons and ratings, keyword only: ``tie_threshold``
+            (``None``, the default, for none), its prior and constraint, ``graded_levels`` and
+            ``rating_levels`` (:class:`~botorch_pref.likelihoods.base.AnswerThresholds`).
     """
 
-    def __init__(
-        self,
-        noise_std: float = 1.0,
-        tie_threshold: float | None = None,
-        tie_threshold_prior: Prior | bool | None = True,
-        tie_threshold_constraint: Interval | None = None,
-        graded_levels: int | None = None,
-        rating_levels: int | None = None,
-    ) -> None:
+    def __init__(self, noise_std: float = 1.0, **answers: Unpack[AnswerThresholds]) -> None:
         noise_std = positive_float(noise_std, "noise_std")
-        super().__init__(
-            tie_threshold,
-            tie_threshold_prior,
-            tie_threshold_constraint,
-            graded_levels,
-            rating_levels,
-        )
+        super().__init__(**answers)
         self._noise_std = noise_std
 
     @property
@@ -295,31 +275,14 @@ class PairwiseLogit(PairwiseLikelihood):
 
     Args:
         scale: The logistic scale :math:`s > 0`.
-        tie_threshold: Initial :math:`\theta > 0`, or ``None`` (default) for no ties.
-        tie_threshold_prior: Prior on :math:`\theta`; default ``Gamma(2, 2)``; ``False`` for none.
-        tie_threshold_constraint: Constraint on :math:`\theta`; default ``Positive()``.
-        graded_levels: Levels of graded comparisons, or ``None`` to take them from the data
-            (:mod:`~botorch_pref.likelihoods.ordinal`).
-        rating_levels: Levels of ratings, or ``None`` to take them from the data.
+        **answers: Ties, graded comparisons and ratings, keyword only: ``tie_threshold``
+            (``None``, the default, for none), its prior and constraint, ``graded_levels`` and
+            ``rating_levels`` (:class:`~botorch_pref.likelihoods.base.AnswerThresholds`).
     """
 
-    def __init__(
-        self,
-        scale: float = 1.0,
-        tie_threshold: float | None = None,
-        tie_threshold_prior: Prior | bool | None = True,
-        tie_threshold_constraint: Interval | None = None,
-        graded_levels: int | None = None,
-        rating_levels: int | None = None,
-    ) -> None:
+    def __init__(self, scale: float = 1.0, **answers: Unpack[AnswerThresholds]) -> None:
         scale = positive_float(scale, "scale")
-        super().__init__(
-            tie_threshold,
-            tie_threshold_prior,
-            tie_threshold_constraint,
-            graded_levels,
-            rating_levels,
-        )
+        super().__init__(**answers)
         self._scale = scale
 
     @property

@@ -322,18 +322,12 @@ def _users(
         cuts = calibrate_ratings(utility, form.ratings, seed=0)
     if form.binary:
         return [SimulatedUser(utility, noise=noise, scale=scale, seed=s) for s in seeds]
-    return [
-        GradedUser(
-            utility,
-            noise=noise,
-            scale=scale,
-            seed=s,
-            grade_thresholds=thresholds,
-            rating_cut_points=cuts,
-            grade_noise=grade_noise,
-        )
-        for s in seeds
-    ]
+    grading = {
+        "grade_thresholds": thresholds,
+        "rating_cut_points": cuts,
+        "grade_noise": grade_noise,
+    }
+    return [GradedUser(utility, noise=noise, scale=scale, seed=s, **grading) for s in seeds]
 
 
 def _answer(
