@@ -69,9 +69,7 @@ def whole_number(
     Args:
         value: An integer (Python's, NumPy's, a one-element integer tensor) or a float with no
             fractional part.
-        name: The argument's name, for the message.
-        minimum: The least value allowed; ``None`` for none.
-        error: The exception to raise.
+        name, minimum, error: As :func:`strict_int`.
 
     Returns:
         ``int(value)``.

@@ -133,21 +133,8 @@ class OrdinalAnswers:
     def _init_graded(self, k: int) -> None:
         self.graded_levels = k
         h = graded_free_thresholds(k)
-        if h == 0:
-            return
-        self.register_parameter(
-            "raw_graded_increments", torch.nn.Parameter(torch.zeros(h, dtype=torch.float64))
-        )
-        self.register_constraint("raw_graded_increments", Positive())
-        # Gamma(2, 2) per increment: for k = 3 the tie threshold's default prior
-        self.register_prior(
-            "graded_increments_prior",
-            GammaPrior(2.0, 2.0),
-            lambda m: m.raw_graded_increments_constraint.transform(m.raw_graded_increments),
-        )
-        start = torch.full((h,), _GRADED_START, dtype=torch.float64)
-        raw = self.raw_graded_increments_constraint.inverse_transform(start)
-        self.initialize(raw_graded_increments=raw)
+        if h > 0:  # Gamma(2, 2) per increment: for k = 3 the tie threshold's default prior
+            self._init_increments("graded", h, _GRADED_START)
 
     def _init_rating(self, k: int) -> None:
         self.rating_levels = k
@@ -159,45 +146,54 @@ class OrdinalAnswers:
             "rating_first_cut_prior", NormalPrior(first, 2.0), lambda m: m.rating_first_cut
         )
         if k > 2:
-            self.register_parameter(
-                "raw_rating_increments",
-                torch.nn.Parameter(torch.zeros(k - 2, dtype=torch.float64)),
+            self._init_increments("rating", k - 2, _RATING_START)
+
+    def _init_increments(self, name: str, n: int, start: float) -> None:
+        """``n`` positive increments ``raw_{name}_increments`` (constrained positive, a
+        ``Gamma(2, 2)`` prior each), started at ``start``."""
+        raw_name = f"raw_{name}_increments"
+        self.register_parameter(raw_name, torch.nn.Parameter(torch.zeros(n, dtype=torch.float64)))
+        self.register_constraint(raw_name, Positive())
+        self.register_prior(
+            f"{name}_increments_prior", GammaPrior(2.0, 2.0), lambda m: m._increments(name)
+        )
+        constraint = getattr(self, f"{raw_name}_constraint")
+        raw = constraint.inverse_transform(torch.full((n,), start, dtype=torch.float64))
+        self.initialize(**{raw_name: raw})
+
+    def _increments(self, name: str) -> Tensor:
+        """The positive increments of ``name`` (``"graded"`` or ``"rating"``)."""
+        raw = getattr(self, f"raw_{name}_increments")
+        return getattr(self, f"raw_{name}_increments_constraint").transform(raw)
+
+    def _levels(self, attr: str) -> int:
+        """``self.<attr>`` (``graded_levels`` or ``rating_levels``), which must be set."""
+        k = getattr(self, attr)
+        if k is None:
+            raise ValueError(
+                f"{type(self).__name__} has no {attr.split('_')[0]} levels ({attr}=None)."
             )
-            self.register_constraint("raw_rating_increments", Positive())
-            self.register_prior(
-                "rating_increments_prior",
-                GammaPrior(2.0, 2.0),
-                lambda m: m.raw_rating_increments_constraint.transform(m.raw_rating_increments),
-            )
-            start = torch.full((k - 2,), _RATING_START, dtype=torch.float64)
-            raw = self.raw_rating_increments_constraint.inverse_transform(start)
-            self.initialize(raw_rating_increments=raw)
+        return k
 
     # ------------------------------------------------------------ thresholds
     @property
     def graded_thresholds(self) -> Tensor:
         r"""The ``k - 1`` graded thresholds :math:`t_1 < \dots < t_{k-1}`, symmetric about 0."""
-        k = self.graded_levels
-        if k is None:
-            raise ValueError(f"{type(self).__name__} has no graded levels (graded_levels=None).")
+        k = self._levels("graded_levels")
         if graded_free_thresholds(k) == 0:
             return torch.zeros(1, dtype=torch.float64)
-        tau = self.raw_graded_increments_constraint.transform(self.raw_graded_increments)
-        tau = tau.cumsum(-1)
+        tau = self._increments("graded").cumsum(-1)
         middle = [tau.new_zeros(1)] if k % 2 == 0 else []
         return torch.cat([-tau.flip(-1), *middle, tau])
 
     @property
     def rating_cut_points(self) -> Tensor:
         r"""The ``k - 1`` rating cut points :math:`c_1 < \dots < c_{k-1}`."""
-        k = self.rating_levels
-        if k is None:
-            raise ValueError(f"{type(self).__name__} has no rating levels (rating_levels=None).")
+        k = self._levels("rating_levels")
         first = self.rating_first_cut.reshape(1)
         if k == 2:
             return first
-        inc = self.raw_rating_increments_constraint.transform(self.raw_rating_increments)
-        return torch.cat([first, first + inc.cumsum(-1)])
+        return torch.cat([first, first + self._increments("rating").cumsum(-1)])
 
     @property
     def rating_scale(self) -> float:

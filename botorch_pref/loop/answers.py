@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
@@ -61,6 +61,7 @@ __all__ = [
     "ANSWER_MODES",
     "Answer",
     "AnswerFormat",
+    "AnswerParts",
     "InvalidAnswerError",
     "encode_answer",
     "graded_answer",
@@ -72,6 +73,22 @@ __all__ = [
 ANSWER_KINDS = ("winner", "ranking", "tie", "skip", "rating")
 #: How a comparison of ``q`` options is modelled (:func:`encode_answer`).
 ANSWER_MODES = ("choice", "pairs")
+
+
+class AnswerParts(TypedDict, total=False):
+    """An answer's parts beside its winner, as keywords (all optional; :func:`validate_answer`).
+
+    Attributes:
+        ranking: A full ranking of the options, best first.
+        tie: "No preference" between two options.
+        strength: How much better the winner of a pair is on a graded scale (``1 .. k // 2``).
+        ratings: One rating per option, in the query's order.
+    """
+
+    ranking: Sequence[int] | torch.Tensor | None
+    tie: bool
+    strength: int | None
+    ratings: Sequence[int] | torch.Tensor | None
 
 
 class InvalidAnswerError(ValueError):

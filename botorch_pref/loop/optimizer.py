@@ -34,7 +34,7 @@ member and the sequential back end (the settings and their defaults are
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import torch
 from botorch.acquisition import AcquisitionFunction
@@ -44,6 +44,7 @@ from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
 from botorch_pref.data.preferences import PreferenceData
+from botorch_pref.loop.answers import AnswerParts
 from botorch_pref.loop.config import LoopConfig
 from botorch_pref.loop.history import (
     QueryRecord,
@@ -326,17 +327,13 @@ class PreferenceOptimizer:
                 "query differs from the one ask() returned; use add_comparison() to record "
                 "an answer to another query."
             )
-        self._record(X, winner, ranking, tie, strength, ratings)
+        self._record(X, winner, ranking=ranking, tie=tie, strength=strength, ratings=ratings)
 
     def add_comparison(
         self,
         query: Tensor | Sequence[Sequence[float]],
         winner: int | None = None,
-        *,
-        ranking: Sequence[int] | Tensor | None = None,
-        tie: bool = False,
-        strength: int | None = None,
-        ratings: Sequence[int] | Tensor | None = None,
+        **answer: Unpack[AnswerParts],
     ) -> None:
         """Record the answer to any query of ``q' >= 2`` distinct designs inside ``bounds``.
 
@@ -347,28 +344,18 @@ class PreferenceOptimizer:
         Args:
             query: A ``q' x d`` tensor (or nested sequence) in user units.
             winner: The index of the preferred option.
-            ranking: A full ranking of the options, best first.
-            tie: "No preference" between two options (as for :meth:`tell`).
-            strength: The winner's strength on the graded scale (as for :meth:`tell`).
-            ratings: One rating per option (as for :meth:`tell`).
+            **answer: ``ranking``, ``tie``, ``strength`` and ``ratings``, keyword only, as for
+                :meth:`tell` (:class:`~botorch_pref.loop.answers.AnswerParts`).
 
         Raises:
             ValueError: For a bad query or answer; the optimiser's state is then unchanged.
         """
         X = check_query(query, self._state.bounds)
-        self._record(X, winner, ranking, tie, strength, ratings)
+        self._record(X, winner, **answer)
 
-    def _record(
-        self,
-        X: Tensor,
-        winner: Any | None,
-        ranking: Any | None,
-        tie: bool,
-        strength: Any | None = None,
-        ratings: Any | None = None,
-    ) -> None:
+    def _record(self, X: Tensor, winner: Any | None, **answer: Unpack[AnswerParts]) -> None:
         """Validate the answer, then record it, all or nothing."""
-        self._state.answer(X, winner, ranking, tie, strength=strength, ratings=ratings)
+        self._state.answer(X, winner, **answer)
         self._pending = None
 
     # -------------------------------------------------------------------- best

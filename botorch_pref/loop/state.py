@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import torch
 from botorch.acquisition import PosteriorMean
@@ -47,7 +47,7 @@ from torch import Tensor
 
 from botorch_pref.acquisition.local import LocalBox
 from botorch_pref.data.preferences import PreferenceData
-from botorch_pref.loop.answers import Answer, validate_answer
+from botorch_pref.loop.answers import Answer, AnswerParts, validate_answer
 from botorch_pref.loop.backends import BACKENDS, Acquisition, Backend, ModelGroup, seeded
 from botorch_pref.loop.config import LaplaceFactory, LoopConfig
 from botorch_pref.loop.history import (
@@ -297,54 +297,33 @@ class LoopState:
             self._update(ext, False, self.n_answers)
 
     def answer(
-        self,
-        X: Tensor,
-        winner: Any,
-        ranking: Any,
-        tie: bool = False,
-        defer: bool = False,
-        *,
-        strength: Any = None,
-        ratings: Any = None,
+        self, X: Tensor, winner: Any = None, *, defer: bool = False, **parts: Unpack[AnswerParts]
     ) -> None:
         """Validate a one-member state's answer to query ``X`` and record it, all or nothing.
 
         Args:
             X: The validated ``q x d`` query in user units.
             winner: The index of the preferred option (or ``None``).
-            ranking: A full ranking of the options, best first (or ``None``).
-            tie: "No preference" between the two options.
             defer: Record without fitting or updating the models (see :meth:`record_answers`).
-            strength: The winner's strength on the run's graded scale (or ``None``).
-            ratings: One rating per option on the run's rating scale (or ``None``).
+            **parts: The answer's ranking, tie, strength and ratings
+                (:class:`~botorch_pref.loop.answers.AnswerParts`).
 
         Raises:
             InvalidAnswerError: For a bad answer; the state is then unchanged.
             ValueError: For a state of several members (also for :meth:`history`, :meth:`sync`).
         """
         self._one_member("answer")
-        answer = self.validate(X.shape[0], winner, ranking, tie, strength, ratings)
+        answer = self.validate(X.shape[0], winner, **parts)
         self.record_answers([X], [answer], refit=not defer, update_models=not defer)
 
-    def validate(
-        self,
-        q: int,
-        winner: Any = None,
-        ranking: Any = None,
-        tie: bool = False,
-        strength: Any = None,
-        ratings: Any = None,
-    ) -> Answer:
+    def validate(self, q: int, winner: Any = None, **parts: Unpack[AnswerParts]) -> Answer:
         """An answer about ``q`` options checked against the run's answer format (its ties,
         graded and rating scales): :func:`~botorch_pref.loop.answers.validate_answer`."""
         form = self.config.answers
         return validate_answer(
             q,
             winner,
-            ranking,
-            tie=tie,
-            strength=strength,
-            ratings=ratings,
+            **parts,
             ties=self.config.ties,
             skips=False,
             levels=form.levels,
@@ -393,9 +372,9 @@ class LoopState:
                 self.answer(
                     X,
                     record.winner,
-                    record.ranking,
-                    record.tie,
                     defer=deferred,
+                    ranking=record.ranking,
+                    tie=record.tie,
                     strength=record.strength,
                     ratings=record.ratings,
                 )

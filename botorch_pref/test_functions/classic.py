@@ -156,16 +156,12 @@ class Ackley(_BoTorchUtility):
         \quad z = 4x - 2.
 
     Unique maximiser :math:`z = 0` (:math:`x = 1/2`), :math:`f^* = 0`.
+
+    Args:
+        dim: The input dimension, a positive integer (default 6, as in the qEUBO paper).
     """
 
     def __init__(self, dim: int = 6) -> None:
-        r"""
-        Args:
-            dim: The input dimension (default 6, as in the qEUBO paper).
-
-        Raises:
-            ValueError: If ``dim`` is not a positive integer.
-        """
         dim = whole_number(dim, "dim", 1)
         problem = _BoTorchAckley(dim=dim, negate=True, bounds=[(-2.0, 2.0)] * dim)
         super().__init__(problem, 0.0, [(0.0,) * dim], name=f"ackley{dim}")
@@ -179,16 +175,12 @@ class Levy(_BoTorchUtility):
             + (w_d - 1)^2 (1 + \sin^2(2\pi w_d))\Big], \quad w_i = 1 + (z_i - 1)/4.
 
     Unique maximiser :math:`z = 1` (:math:`x = 0.55`), :math:`f^* = 0`.
+
+    Args:
+        dim: The input dimension, a positive integer (default 2).
     """
 
     def __init__(self, dim: int = 2) -> None:
-        r"""
-        Args:
-            dim: The input dimension (default 2).
-
-        Raises:
-            ValueError: If ``dim`` is not a positive integer.
-        """
         dim = whole_number(dim, "dim", 1)
         problem = _BoTorchLevy(dim=dim, negate=True)
         super().__init__(problem, 0.0, [(1.0,) * dim], name=f"levy{dim}")
@@ -203,16 +195,12 @@ class Alpine1(BoxUtility):
     :math:`f^* = 0`, attained at :math:`z = 0` (:math:`x = 1/2`, the reported optimiser) and at
     every :math:`z` whose coordinates are each 0 or a root of :math:`\sin z = -0.1` (many
     global maximisers). Not differentiable where a summand vanishes.
+
+    Args:
+        dim: The input dimension, a positive integer (default 7, as in the qEUBO paper).
     """
 
     def __init__(self, dim: int = 7) -> None:
-        r"""
-        Args:
-            dim: The input dimension (default 7, as in the qEUBO paper).
-
-        Raises:
-            ValueError: If ``dim`` is not a positive integer.
-        """
         dim = whole_number(dim, "dim", 1)
         super().__init__([(-10.0, 10.0)] * dim, 0.0, [(0.0,) * dim], name=f"alpine1-{dim}")
 
