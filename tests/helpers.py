@@ -172,6 +172,15 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
 
+def assert_ep_closer(errors: dict, ep_bounds: tuple, factors: tuple) -> None:
+    """EP's (mean, covariance) errors of :func:`approximation_errors` are below ``ep_bounds``
+    and Laplace's are more than ``factors`` times EP's."""
+    pairs = zip(errors["ep"], errors["laplace"], ep_bounds, factors, strict=True)
+    for ep, laplace, bound, factor in pairs:
+        assert ep < bound, (ep, bound)
+        assert laplace > factor * ep, (laplace, factor, ep)
+
+
 def headless_chromium(*extra_args: str, logging: dict | None = None, prefs: dict | None = None):
     """Headless Chromium driven by selenium, as the browser tests launch it.
 

@@ -11,15 +11,7 @@ import threading
 import pytest
 
 from botorch_pref.loop import PreferenceOptimizer
-from botorch_pref.sessions import (
-    ImportFormatError,
-    InvalidAnswerError,
-    QueryNotPendingError,
-    SchemaVersionError,
-    Session,
-    SessionError,
-    SessionExistsError,
-)
+from botorch_pref.sessions import Session, errors
 from botorch_pref.sessions import model as session_model
 
 from .helpers import SESSION_FAST, SESSION_PARAMS, same_recommendation
@@ -117,7 +109,9 @@ def test_a_file_of_an_older_schema_is_refused_unchanged(db):
     con.close()
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     for call in (lambda: Session.open(db, "old"), lambda: Session.create(db, "new", PARAMS)):
-        with pytest.raises(SchemaVersionError, match="schema version 1, from before the first"):
+        with pytest.raises(
+            errors.SchemaVersionError, match="schema version 1, from before the first"
+        ):
             call()
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
 
@@ -244,15 +238,15 @@ def test_rejected_calls_leave_the_file_unchanged(tmp_path, db):
         before = digest(db)
         with Session.open(db, "alice") as s:
             calls = [
-                (lambda: s.answer(query.id, 2), InvalidAnswerError),
-                (lambda: s.answer(query.id, ranking=[1, 1]), InvalidAnswerError),
-                (lambda: s.answer(query.id, winner=0, tie=True), InvalidAnswerError),
-                (lambda: s.answer(query.id + 1, 0), QueryNotPendingError),
-                (lambda: s.undo(), SessionError),
-                (lambda: s.import_comparisons(bad), ImportFormatError),
-                (lambda: s.export(tmp_path / "x.txt"), SessionError),
-                (lambda: Session.create(db, "alice", PARAMS), SessionExistsError),
-                (lambda: Session.create(db, "bob", PARAMS, strategy="nope"), SessionError),
+                (lambda: s.answer(query.id, 2), errors.InvalidAnswerError),
+                (lambda: s.answer(query.id, ranking=[1, 1]), errors.InvalidAnswerError),
+                (lambda: s.answer(query.id, winner=0, tie=True), errors.InvalidAnswerError),
+                (lambda: s.answer(query.id + 1, 0), errors.QueryNotPendingError),
+                (lambda: s.undo(), errors.SessionError),
+                (lambda: s.import_comparisons(bad), errors.ImportFormatError),
+                (lambda: s.export(tmp_path / "x.txt"), errors.SessionError),
+                (lambda: Session.create(db, "alice", PARAMS), errors.SessionExistsError),
+                (lambda: Session.create(db, "bob", PARAMS, strategy="nope"), errors.SessionError),
             ]
             for call, error in calls:
                 with pytest.raises(error):
@@ -263,7 +257,7 @@ def test_rejected_calls_leave_the_file_unchanged(tmp_path, db):
 def test_a_tie_about_three_options_is_recorded(db):
     with Session.create(db, "q3", PARAMS, "random", q=3, seed=0) as s:
         s.answer(s.ask().id, tie=True)
-        with pytest.raises(InvalidAnswerError, match="no winner or ranking"):
+        with pytest.raises(errors.InvalidAnswerError, match="no winner or ranking"):
             s.answer(s.ask().id, winner=0, tie=True)
         assert [h.answer.kind for h in s.history()] == ["tie"]
         assert s.optimizer.model is None
