@@ -172,9 +172,10 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
 
-def assert_ep_closer(errors: dict, ep_bounds: tuple, factors: tuple) -> None:
-    """EP's (mean, covariance) errors of :func:`approximation_errors` are below ``ep_bounds``
-    and Laplace's are more than ``factors`` times EP's."""
+def assert_ep_closer(model_of, log_likelihood, X: torch.Tensor, ep_bounds, factors) -> None:
+    """EP's (mean, covariance) errors (:func:`approximation_errors`, same arguments) are below
+    ``ep_bounds`` and Laplace's are more than ``factors`` times EP's."""
+    errors = approximation_errors(model_of, log_likelihood, X)
     pairs = zip(errors["ep"], errors["laplace"], ep_bounds, factors, strict=True)
     for ep, laplace, bound, factor in pairs:
         assert ep < bound, (ep, bound)
