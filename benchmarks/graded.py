@@ -4,9 +4,13 @@ For random designs and pairs (a seeded synthetic utility), the same pairs are an
 binary comparisons and once on a 5-level graded scale; the script times a cold mode search
 (``find_mode``), an evidence evaluation with its gradient, and a whole ``fit_gpytorch_mll``, for
 both, alternating them so machine load hits both alike, and prints medians and the ratio
-graded / binary with ``/proc/loadavg``.
+graded / binary with ``/proc/loadavg``. ``--loop PROBLEM ...`` times the loop instead: seconds
+per query (ask and tell with its refits) of :func:`~botorch_pref.loop.run_replications` with
+binary answers and with 5-level graded answers (the loop's defaults for each), one replication
+each on the same seeds, alternated in one process.
 
     python -m benchmarks.graded [--sizes 50:100 200:600] [--repeats 5]
+    python -m benchmarks.graded --loop branin hartmann6 [--seeds 3] [--queries 30]
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from botorch.fit import fit_gpytorch_mll
 
 from botorch_pref import PairwiseLaplaceGP
 from botorch_pref.data import PreferenceData
+from botorch_pref.loop import run_replications
 from botorch_pref.models.evidence import LaplaceEvidence
 
 
@@ -75,19 +80,47 @@ def measure(n: int, m: int, repeats: int) -> dict[str, tuple[float, float]]:
     return {k: (statistics.median(b), statistics.median(g)) for k, (b, g) in times.items()}
 
 
+def loop_seconds(problem: str, seeds: int, queries: int) -> tuple[float, float]:
+    """Mean seconds per acquisition query ``(binary, graded)`` of the loop on ``problem``: one
+    sequential replication per seed and answer format, alternated."""
+    totals = [0.0, 0.0]
+    for seed in range(seeds):
+        for slot, settings in enumerate(({}, {"answers": "graded", "levels": 5})):
+            result = run_replications(
+                problem, "eubo", 1, queries, seed=seed, backend="sequential", **settings
+            )
+            totals[slot] += float(result.seconds[result.n_initial :].mean()) / seeds
+    return totals[0], totals[1]
+
+
+def loadavg() -> str:
+    """The first three fields of ``/proc/loadavg``."""
+    with open("/proc/loadavg", encoding="ascii") as fh:
+        return " ".join(fh.read().split()[:3])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["50:100", "200:600"])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--loop", nargs="+", metavar="PROBLEM", help="time the loop instead")
+    parser.add_argument("--seeds", type=int, default=3, help="--loop: seeds per problem")
+    parser.add_argument("--queries", type=int, default=30, help="--loop: acquisition queries")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    if args.loop:
+        print("| problem | binary (s/query) | graded (s/query) | graded / binary | loadavg |")
+        print("|---|---|---|---|---|")
+        for problem in args.loop:
+            b, g = loop_seconds(problem, args.seeds, args.queries)
+            print(f"| {problem} | {b:.3f} | {g:.3f} | {g / b:.2f} | {loadavg()} |", flush=True)
+        return
     print("| n | m | step | binary (s) | graded (s) | graded / binary | loadavg |")
     print("|---|---|---|---|---|---|---|")
     for size in args.sizes:
         n, m = (int(v) for v in size.split(":"))
         result = measure(n, m, args.repeats)
-        with open("/proc/loadavg", encoding="ascii") as fh:
-            load = " ".join(fh.read().split()[:3])
+        load = loadavg()
         for step, (b, g) in result.items():
             print(f"| {n} | {m} | {step} | {b:.4f} | {g:.4f} | {g / b:.2f} | {load} |")
 
