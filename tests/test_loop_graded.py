@@ -40,7 +40,8 @@ def _opt(**settings) -> PreferenceOptimizer:
 def test_the_answer_format_is_one_field_built_from_the_keywords(settings, form, ties):
     opt = _opt(**settings)
     assert (opt.config.answers, opt.config.ties) == (form, ties)
-    assert opt.config.model.inference == ("ep" if form.binary and not ties else "laplace")
+    untied_or_graded = (form.binary and not ties) or (form.graded and form.ratings is None)
+    assert opt.config.model.inference == ("ep" if untied_or_graded else "laplace")
     again = PreferenceOptimizer(BOUNDS, **opt.settings)
     assert again.config == opt.config
     assert len(LoopConfig.__dataclass_fields__) <= 12

@@ -28,23 +28,25 @@ Defaults and why:
   ``ratings=k`` takes a rating of each option on ``k`` levels beside (or instead of) the
   comparison (:mod:`~botorch_pref.loop.answers` states the scales). Both are modelled by
   :class:`~botorch_pref.likelihoods.PairwiseProbit` with fitted thresholds
-  (:mod:`~botorch_pref.likelihoods.ordinal`), with the Laplace approximation by default, as
-  for ties: the answers study of graded answers ran with it (``inference="ep"`` fits them by
-  expectation propagation, unmeasured in the loop). On a graded scale "no preference" is the
-  middle level of an odd scale: ``ties`` resolves to whether the scale has one.
+  (:mod:`~botorch_pref.likelihoods.ordinal`). Graded comparisons take expectation propagation
+  as untied binary pairs do (on the suite's answers study it found better designs than the
+  Laplace approximation of the same answers); ratings keep the Laplace approximation (EP
+  models them too, unmeasured in the loop: ``inference="ep"``). On a graded scale "no
+  preference" is the middle level of an odd scale: ``ties`` resolves to whether the scale has
+  one.
 * The loop's model is not the model class's default. :class:`~botorch_pref.models.pairwise.
   PairwiseLaplaceGP` on its own (BoTorch's drop-in for ``PairwiseGP``) has a scaled ARD RBF
   kernel and the Laplace approximation, so that it does at least as well as ``PairwiseGP`` on
   BoTorch's own flows; the loop's factory (:class:`LaplaceFactory`) passes
   ``kernel = "matern32"`` (:data:`DEFAULT_KERNEL`) and, for probit pairs without ties,
   ``inference = "ep"`` (:data:`DEFAULT_INFERENCE`) explicitly, because they asked better
-  questions on the question-quality suite. A Matern 3/2 kernel trusts its interpolation
-  less far from the compared designs, so the acquisition looks closer to the best designs;
-  expectation propagation's posterior and evidence are close to the exact ones where the
-  Laplace approximation centres a skewed posterior at its mode. Answers EP does not model
-  (choices among more than two options) keep the Laplace approximation, and so do ties
-  (``ties=True``, the sessions' default): with the tie threshold in the model EP measured no
-  better.
+  questions on the question-quality suite (graded comparisons too, above). A Matern 3/2
+  kernel trusts its interpolation less far from the compared designs, so the acquisition
+  looks closer to the best designs; expectation propagation's posterior and evidence are
+  close to the exact ones where the Laplace approximation centres a skewed posterior at its
+  mode. Choices among more than two options (which EP does not model) and ratings keep the
+  Laplace approximation, and so do binary answers with ties (``ties=True``, the sessions'
+  default): with the tie threshold in the model EP measured no better.
 """
 
 from __future__ import annotations
@@ -90,8 +92,9 @@ __all__ = [
 #: docstring: the model class's own default is the RBF kernel).
 DEFAULT_KERNEL = "matern32"
 #: The loop's posterior approximation for the Laplace models when ``inference`` is not given
-#: and the answers are probit pairs without ties (module docstring: the model class's own
-#: default is the Laplace approximation); ties and other answers take ``"laplace"``.
+#: and the answers are probit pairs without ties or graded pairs without ratings (module
+#: docstring: the model class's own default is the Laplace approximation); other answers take
+#: ``"laplace"``.
 DEFAULT_INFERENCE = "ep"
 #: The graded scale's number of levels of ``answers="graded"`` without ``levels``.
 DEFAULT_GRADED_LEVELS = 5
@@ -143,7 +146,8 @@ class LaplaceFactory:
         inference: The posterior approximation: ``"laplace"`` or ``"ep"`` (expectation
             propagation, :mod:`botorch_pref.inference.ep`; probit pairs, with or without ties).
             ``None``: resolved for the run's answers by :meth:`for_answers`
-            (:data:`DEFAULT_INFERENCE` for probit pairs without ties, else ``"laplace"``).
+            (:data:`DEFAULT_INFERENCE` for probit pairs without ties and for graded pairs
+            without ratings, else ``"laplace"``).
         box: ``PairwiseGP``'s flat outputscale prior
             (:func:`~botorch_pref.models.factories.box_covar_module`).
     """
@@ -174,7 +178,9 @@ class LaplaceFactory:
         inference = self.inference
         pairs = answers.mode == "pairs"
         if inference is None:
-            inference = DEFAULT_INFERENCE if pairs and answers.binary and not ties else "laplace"
+            untied = answers.binary and not ties
+            graded = answers.graded and answers.ratings is None
+            inference = DEFAULT_INFERENCE if pairs and (untied or graded) else "laplace"
         elif inference == "ep" and not pairs:
             raise ValueError(
                 "inference='ep' needs probit pair answers (answers='pairs' or 'graded'); "
