@@ -125,9 +125,8 @@ class PairwiseLikelihood(OrdinalAnswers, Likelihood):
     other than pairs go through :meth:`observation_derivatives`; the kinds a likelihood can
     model are :attr:`supported_kinds` (:meth:`check_kinds` raises a clear error otherwise).
 
-    Args:
-        tie_threshold, tie_threshold_prior, tie_threshold_constraint, graded_levels,
-            rating_levels: The answers' settings, keyword only (:class:`AnswerThresholds`).
+    The constructor's arguments are the answers' settings, keyword only: those of
+    :class:`AnswerThresholds`, with the same defaults.
     """
 
     def __init__(
