@@ -188,3 +188,14 @@ def test_grades_calibrated_on_top_design_pairs_tell_good_designs_apart():
     assert bool((top > 0).all()) and bool(top[1] > top[0]) and bool((top < wide / 10).all())
     with pytest.raises(ValueError, match="among"):
         calibrate_grades(f, 5, among="best")
+
+
+def test_an_answer_takes_only_its_parts_as_keywords():
+    opt = _opt(answers="graded")
+    query = opt.ask()
+    for extra in ({"pair_ties_only": False}, {"skip": True}, {"levels": 3}):
+        with pytest.raises(TypeError, match=next(iter(extra))):
+            opt.add_comparison(query, 0, **extra)
+    assert opt.n_queries == 0
+    opt.add_comparison(query, 0, strength=1)
+    assert opt.n_queries == 1

@@ -63,6 +63,7 @@ __all__ = [
     "AnswerFormat",
     "AnswerParts",
     "InvalidAnswerError",
+    "check_parts",
     "encode_answer",
     "graded_answer",
     "graded_level",
@@ -89,6 +90,15 @@ class AnswerParts(TypedDict, total=False):
     tie: bool
     strength: int | None
     ratings: Sequence[int] | torch.Tensor | None
+
+
+def check_parts(parts: dict[str, Any]) -> None:
+    """Refuse keywords that are not an answer's parts (:class:`AnswerParts`) with a
+    ``TypeError`` naming them, as a signature that listed the parts would."""
+    unknown = sorted(set(parts) - AnswerParts.__optional_keys__)
+    if unknown:
+        known = ", ".join(sorted(AnswerParts.__optional_keys__))
+        raise TypeError(f"unexpected answer keyword(s) {', '.join(unknown)}; the parts: {known}.")
 
 
 class InvalidAnswerError(ValueError):

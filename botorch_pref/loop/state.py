@@ -47,7 +47,7 @@ from torch import Tensor
 
 from botorch_pref.acquisition.local import LocalBox
 from botorch_pref.data.preferences import PreferenceData
-from botorch_pref.loop.answers import Answer, AnswerParts, validate_answer
+from botorch_pref.loop.answers import Answer, AnswerParts, check_parts, validate_answer
 from botorch_pref.loop.backends import BACKENDS, Acquisition, Backend, ModelGroup, seeded
 from botorch_pref.loop.config import LaplaceFactory, LoopConfig
 from botorch_pref.loop.history import (
@@ -319,6 +319,7 @@ class LoopState:
     def validate(self, q: int, winner: Any = None, **parts: Unpack[AnswerParts]) -> Answer:
         """An answer about ``q`` options checked against the run's answer format (its ties,
         graded and rating scales): :func:`~botorch_pref.loop.answers.validate_answer`."""
+        check_parts(parts)  # the run's own settings are not the caller's to pass
         form = self.config.answers
         return validate_answer(
             q,
